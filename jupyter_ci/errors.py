@@ -1,0 +1,239 @@
+"""jupyter-ci's few error classes, grouped by what the agent loop does with them.
+
+- :class:`Recoverable` errors are fed back to the model, which may try again within the caps:
+  a cell that raised, a cell that timed out, a reply with no usable code.
+- :class:`Fatal` errors stop the run and are told to the user with what to do: configuration,
+  the model provider (key, quota, outage), a cap reached, the kernel dead, a stop by the user,
+  or a bug of ours.
+
+Each carries structured fields and a ``hint`` (the next step for the user). They become HTTP
+statuses, websocket events or magic output only at the edges (:meth:`JupyterCIError.to_dict`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class JupyterCIError(Exception):
+    """Base of every error jupyter-ci raises on purpose."""
+
+    #: A stable machine-readable name, used in events and HTTP replies.
+    code: ClassVar[str] = "error"
+    #: Whether the loop feeds this error back to the model and lets it try again.
+    feed_back: ClassVar[bool] = False
+
+    def __init__(self, message: str, *, hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return f"{self.message} {self.hint}".strip()
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready description: ``code``, ``message``, ``hint`` and the subclass's fields."""
+        data: dict[str, Any] = {"code": self.code, "message": self.message, "hint": self.hint}
+        data.update(self._fields())
+        return data
+
+    def _fields(self) -> dict[str, Any]:
+        return {}
+
+
+class Recoverable(JupyterCIError):
+    """An error the model is told about and may fix (within ``max_attempts``)."""
+
+    feed_back = True
+
+
+class Fatal(JupyterCIError):
+    """An error that ends the run; the user is told what happened and what to do."""
+
+    feed_back = False
+
+
+# --- fed back to the model -------------------------------------------------------------------
+
+
+class CellError(Recoverable):
+    """A generated cell raised: the kernel's ``ename``, ``evalue`` and traceback lines."""
+
+    code = "cell_error"
+
+    def __init__(self, ename: str, evalue: str, traceback: list[str] | None = None) -> None:
+        super().__init__(f"{ename}: {evalue}" if evalue else ename)
+        self.ename = ename
+        self.evalue = evalue
+        self.traceback = list(traceback or [])
+
+    @classmethod
+    def from_output(cls, output: dict[str, Any]) -> CellError:
+        """Build one from an nbformat ``error`` output."""
+        return cls(
+            str(output.get("ename", "Error")),
+            str(output.get("evalue", "")),
+            [str(line) for line in output.get("traceback", [])],
+        )
+
+    def _fields(self) -> dict[str, Any]:
+        return {"ename": self.ename, "evalue": self.evalue, "traceback": self.traceback}
+
+
+class CellTimeout(Recoverable):
+    """A generated cell ran past ``timeout`` seconds and the kernel was interrupted."""
+
+    code = "cell_timeout"
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(
+            f"The cell was still running after {seconds:g} s and was interrupted.",
+            hint="Raise --timeout, or ask for a faster approach.",
+        )
+        self.seconds = seconds
+
+    def _fields(self) -> dict[str, Any]:
+        return {"seconds": self.seconds}
+
+
+class BadCodeBlock(Recoverable):
+    """The model's reply had no code that could be extracted, or code that does not parse."""
+
+    code = "bad_code_block"
+
+    def __init__(self, reason: str, excerpt: str = "") -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.excerpt = excerpt[:500]
+
+    def _fields(self) -> dict[str, Any]:
+        return {"reason": self.reason, "excerpt": self.excerpt}
+
+
+# --- ending the run ---------------------------------------------------------------------------
+
+
+class ConfigError(Fatal):
+    """A setting is missing, malformed or not allowed (an ``api_base`` the server did not name)."""
+
+    code = "config_error"
+
+    def __init__(self, message: str, *, hint: str = "", option: str = "") -> None:
+        super().__init__(message, hint=hint)
+        self.option = option
+
+    @classmethod
+    def no_model(cls) -> ConfigError:
+        """The error for "no model is configured", with the settings that fix it."""
+        return cls(
+            "No model is configured for jupyter-ci.",
+            hint=(
+                "Set one, e.g. `%ci --model openai/gpt-4o-mini` in this kernel, the environment "
+                "variable JUPYTER_CI_MODEL=openai/gpt-4o-mini, or c.JupyterCI.model in "
+                "jupyter_server_config.py; put the key in OPENAI_API_KEY (or JUPYTER_CI_API_KEY). "
+                "For a local server: --model openai/NAME --api-base http://127.0.0.1:8080/v1."
+            ),
+            option="model",
+        )
+
+    def _fields(self) -> dict[str, Any]:
+        return {"option": self.option}
+
+
+class ModelError(Fatal):
+    """The model provider failed: bad key, quota or rate limit, outage, unreachable, bad reply.
+
+    ``kind`` is one of ``auth``, ``rate_limit``, ``provider``, ``connection``, ``bad_reply``,
+    ``context_overflow``. The provider's message is kept only after key fragments are scrubbed.
+    """
+
+    code = "model_error"
+    KINDS: ClassVar[tuple[str, ...]] = (
+        "auth",
+        "rate_limit",
+        "provider",
+        "connection",
+        "bad_reply",
+        "context_overflow",
+    )
+    _HINTS: ClassVar[dict[str, str]] = {
+        "auth": "Check the key: the model provider refused it.",
+        "rate_limit": "The provider is rate-limiting or out of quota; wait and try again.",
+        "provider": "The provider failed; try again, or pick another model.",
+        "connection": "The model endpoint could not be reached; check api_base and the network.",
+        "bad_reply": "The model's reply could not be read; try again or pick another model.",
+        "context_overflow": "The prompt did not fit the model's context; lower --context-tokens.",
+    }
+
+    def __init__(
+        self,
+        kind: str,
+        message: str,
+        *,
+        status: int | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        if kind not in self.KINDS:
+            raise ValueError(f"unknown ModelError kind {kind!r}")
+        super().__init__(message, hint=self._HINTS[kind])
+        self.kind = kind
+        self.status = status
+        self.retry_after = retry_after
+
+    def _fields(self) -> dict[str, Any]:
+        return {"kind": self.kind, "status": self.status, "retry_after": self.retry_after}
+
+
+class BudgetExceeded(Fatal):
+    """A run reached a cap: ``max_steps``, ``max_tokens_per_run`` or ``max_cost_per_run``."""
+
+    code = "budget_exceeded"
+
+    def __init__(self, cap: str, used: float, limit: float) -> None:
+        super().__init__(
+            f"Stopped at the {cap} cap: {used:g} used of {limit:g}.",
+            hint=f"Raise --{cap.replace('_', '-')} to allow more.",
+        )
+        self.cap = cap
+        self.used = used
+        self.limit = limit
+
+    def _fields(self) -> dict[str, Any]:
+        return {"cap": self.cap, "used": self.used, "limit": self.limit}
+
+
+class KernelDied(Fatal):
+    """The kernel died or restarted during a run; earlier cells are not replayed."""
+
+    code = "kernel_died"
+
+    def __init__(self, detail: str = "") -> None:
+        super().__init__(
+            "The kernel died or was restarted during the run." + (f" {detail}" if detail else ""),
+            hint="Earlier cells' variables are gone: re-run the cells you need, then ask again.",
+        )
+        self.detail = detail
+
+    def _fields(self) -> dict[str, Any]:
+        return {"detail": self.detail}
+
+
+class StoppedByUser(Fatal):
+    """The user pressed Stop or interrupted the kernel; never "fixed" by the model."""
+
+    code = "stopped"
+
+    def __init__(self) -> None:
+        super().__init__("Stopped by the user.")
+
+
+class InternalError(Fatal):
+    """A bug in jupyter-ci: reported with what the user can do, never hidden."""
+
+    code = "internal_error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(
+            message,
+            hint="This is a bug in jupyter-ci; please report it with the server log.",
+        )

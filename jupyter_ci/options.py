@@ -1,0 +1,245 @@
+"""The one table of jupyter-ci's options.
+
+Every way of setting an option reads this table: the server's traits (``c.JupyterCI.max_attempts``),
+the magic's options and the CLI's flags (``--max-attempts``), the JupyterLab settings registry,
+and the function that merges them (:mod:`jupyter_ci.settings`). An option added here is added
+everywhere.
+
+This module imports nothing beyond the standard library: ``%load_ext jupyter_ci`` reads it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+MODES = ("auto", "review", "insert")
+TOOL_CALLING = ("auto", "on", "off")
+
+
+@dataclass(frozen=True)
+class Option:
+    """One configurable option: its name, type, default, help text, and where it may be set."""
+
+    name: str
+    kind: type  # str, int, float or bool
+    default: Any
+    help: str
+    choices: tuple[str, ...] | None = None
+    minimum: float | None = None
+    # False for options only the server's own configuration may set (endpoints, key names, paths).
+    per_request: bool = True
+    # A short flag for the magic and the CLI, e.g. "-m".
+    short: str | None = None
+    # Whether the value may be named in a log line or sent to the browser.
+    public: bool = True
+
+    @property
+    def flag(self) -> str:
+        """The long command-line flag of this option (``max_attempts`` → ``--max-attempts``)."""
+        return "--" + self.name.replace("_", "-")
+
+    @property
+    def env_var(self) -> str:
+        """The environment variable that supplies this option's default (``JUPYTER_CI_MODEL``)."""
+        return "JUPYTER_CI_" + self.name.upper()
+
+    def coerce(self, value: Any) -> Any:
+        """Convert ``value`` (a string from a command line or any JSON value) to this option's type.
+
+        Raises ``ValueError`` with a sentence that names the option and what it accepts.
+        """
+        converter: Callable[[Any], Any] = _CONVERTERS[self.kind]
+        try:
+            converted = converter(value)
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"{self.flag} expects {_KIND_NAMES[self.kind]}, got {value!r}"
+            ) from None
+        if self.choices is not None and converted not in self.choices:
+            raise ValueError(f"{self.flag} must be one of {', '.join(self.choices)}; got {value!r}")
+        if self.minimum is not None and converted < self.minimum:
+            raise ValueError(f"{self.flag} must be at least {self.minimum:g}; got {value!r}")
+        return converted
+
+
+def _to_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in {"1", "true", "yes", "on"}:
+        return True
+    if isinstance(value, str) and value.strip().lower() in {"0", "false", "no", "off"}:
+        return False
+    raise ValueError(value)
+
+
+def _to_int(value: Any) -> int:
+    if isinstance(value, bool):
+        raise ValueError(value)
+    if isinstance(value, float) and not value.is_integer():
+        raise ValueError(value)
+    return int(value)
+
+
+def _to_float(value: Any) -> float:
+    if isinstance(value, bool):
+        raise ValueError(value)
+    return float(value)
+
+
+def _to_str(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError(value)
+    return value.strip()
+
+
+_CONVERTERS: dict[type, Callable[[Any], Any]] = {
+    bool: _to_bool,
+    int: _to_int,
+    float: _to_float,
+    str: _to_str,
+}
+_KIND_NAMES = {bool: "true or false", int: "a whole number", float: "a number", str: "a string"}
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option(
+        "model",
+        str,
+        "",
+        "The model, as a litellm model string: openai/gpt-4o-mini, anthropic/claude-sonnet-4-5, "
+        "ollama/qwen2.5-coder, or openai/NAME with api_base for any OpenAI-compatible server. "
+        "Empty means not configured.",
+        short="-m",
+    ),
+    Option(
+        "models",
+        str,
+        "",
+        "Further models users may pick (comma-separated litellm model strings), besides `model`.",
+        per_request=False,
+    ),
+    Option(
+        "api_base",
+        str,
+        "",
+        "Base URL of an OpenAI-compatible endpoint (vLLM, llama.cpp server, Ollama's /v1, a "
+        "LiteLLM proxy). Empty means the provider's own endpoint. A request or a kernel cannot "
+        "point the server's key at an endpoint its configuration did not name.",
+        public=False,
+    ),
+    Option(
+        "api_key_env",
+        str,
+        "JUPYTER_CI_API_KEY",
+        "Name of the environment variable holding the key for `model`. When it is unset, litellm "
+        "falls back to the provider's usual variable (OPENAI_API_KEY, ANTHROPIC_API_KEY, ...). "
+        "This variable is removed from the environment of kernels the server starts.",
+        per_request=False,
+    ),
+    Option(
+        "mode",
+        str,
+        "auto",
+        "auto: insert generated cells and run them; review: insert, wait for your approval, then "
+        "run; insert: insert only, never run.",
+        choices=MODES,
+    ),
+    Option(
+        "max_attempts",
+        int,
+        3,
+        "Tries of one cell, the first included (1 = run once, never fix).",
+        minimum=1,
+    ),
+    Option(
+        "max_steps",
+        int,
+        5,
+        "Cells one request may generate (fixes are attempts, not steps).",
+        minimum=1,
+    ),
+    Option(
+        "timeout",
+        float,
+        120.0,
+        "Seconds one generated cell may run before the kernel is interrupted (0 = no limit). "
+        "Counted from when the kernel starts the cell, not from when it was queued.",
+        minimum=0,
+    ),
+    Option(
+        "context_tokens",
+        int,
+        8000,
+        "Most tokens one request to the model may carry as its prompt (notebook, variables, "
+        "request), nearest cells first.",
+        minimum=256,
+    ),
+    Option(
+        "max_tokens_per_run",
+        int,
+        200_000,
+        "Most tokens (prompt + completion, summed over all model calls) one run may use; the run "
+        "stops cleanly at the cap (0 = no cap).",
+        minimum=0,
+    ),
+    Option(
+        "max_cost_per_run",
+        float,
+        1.0,
+        "Most money (USD) one run may spend; the run stops cleanly at the cap (0 = no cap). When "
+        "the model's price is unknown, this cap cannot be enforced and the token cap applies.",
+        minimum=0,
+    ),
+    Option(
+        "tool_calling",
+        str,
+        "auto",
+        "Whether to ask the model for code through tool calls. auto: on for known providers that "
+        "support it, off for custom api_base endpoints (fenced code blocks instead).",
+        choices=TOOL_CALLING,
+    ),
+    Option(
+        "allow_pip_install",
+        bool,
+        False,
+        "Run a proposed `%pip install` for a missing package without asking first.",
+        per_request=False,
+    ),
+    Option(
+        "strip_provider_keys",
+        bool,
+        False,
+        "Also remove common provider key variables (OPENAI_API_KEY, ANTHROPIC_API_KEY, ...) from "
+        "the environment of kernels the server starts. Off by default: your own code may need "
+        "them.",
+        per_request=False,
+    ),
+    Option(
+        "db_path",
+        str,
+        "",
+        "Path of the SQLite file that stores conversations. Empty means jupyter-ci.sqlite in the "
+        "Jupyter data directory. Avoid network filesystems.",
+        per_request=False,
+        public=False,
+    ),
+)
+
+OPTIONS_BY_NAME: dict[str, Option] = {option.name: option for option in OPTIONS}
+
+# Flags that set another option to a fixed value.
+ALIASES: dict[str, tuple[str, Any]] = {
+    "--review": ("mode", "review"),
+    "--no-run": ("mode", "insert"),
+}
+
+
+def option(name: str) -> Option:
+    """The option called ``name``; ``KeyError`` with the known names if there is none."""
+    try:
+        return OPTIONS_BY_NAME[name]
+    except KeyError:
+        known = ", ".join(sorted(OPTIONS_BY_NAME))
+        raise KeyError(f"unknown option {name!r}; known options: {known}") from None

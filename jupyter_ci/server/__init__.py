@@ -1,0 +1,1 @@
+"""The Jupyter server extension: configuration, HTTP and websocket handlers, runs."""

@@ -1,0 +1,120 @@
+"""``%load_ext jupyter_ci``, ``%ci`` and ``%%ci`` in a real IPython shell."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import capture_output
+
+from jupyter_ci import __version__
+
+HEAVY = ("litellm", "openai", "tornado", "jupyter_server", "httpx")
+
+
+@pytest.fixture
+def shell(monkeypatch: pytest.MonkeyPatch) -> Iterator[InteractiveShell]:
+    for name in ("MODEL", "API_BASE", "MAX_ATTEMPTS", "DISABLE", "API_KEY"):
+        monkeypatch.delenv(f"JUPYTER_CI_{name}", raising=False)
+    ip = InteractiveShell.instance()
+    ip.run_line_magic("load_ext", "jupyter_ci")
+    yield ip
+    ip.run_line_magic("unload_ext", "jupyter_ci")
+    InteractiveShell.clear_instance()
+
+
+def run(ip: InteractiveShell, source: str) -> str:
+    with capture_output() as captured:
+        result = ip.run_cell(source)
+    assert result.error_in_exec is None, result.error_in_exec
+    return captured.stdout
+
+
+def test_load_ext_is_light_in_a_fresh_process() -> None:
+    code = (
+        "import sys, json\n"
+        "from IPython.core.interactiveshell import InteractiveShell\n"
+        f"heavy = {HEAVY!r}\n"
+        "before = {m for m in heavy if m in sys.modules}\n"
+        "ip = InteractiveShell.instance()\n"
+        "ip.run_line_magic('load_ext', 'jupyter_ci')\n"
+        "after = {m for m in heavy if m in sys.modules}\n"
+        "print(json.dumps({'before': sorted(before), 'added': sorted(after - before),"
+        " 'magics': sorted(ip.magics_manager.magics['cell'])}))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report["added"] == []
+    assert "ci" in report["magics"]
+
+
+def test_ci_shows_version_and_configuration(shell: InteractiveShell) -> None:
+    out = run(shell, "%ci")
+    assert f"jupyter-ci {__version__}" in out
+    assert "model: not configured" in out
+    assert "max_attempts: 3  (default)" in out
+
+
+def test_ci_sets_session_settings(shell: InteractiveShell) -> None:
+    out = run(shell, "%ci --model openai/test-model --max-attempts 2 --review")
+    assert "model: openai/test-model" in out
+    assert "max_attempts: 2  (%ci session settings)" in out
+    assert "mode: review" in out
+    assert "max_attempts: 2" in run(shell, "%ci")
+
+
+def test_ci_refuses_bad_values_and_keeps_previous(shell: InteractiveShell) -> None:
+    run(shell, "%ci --max-attempts 2")
+    out = run(shell, "%ci --max-attempts zero")
+    assert "--max-attempts expects a whole number" in out
+    assert "max_attempts: 2" in run(shell, "%ci")
+
+
+def test_ci_never_prints_key_or_endpoint(
+    shell: InteractiveShell, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("JUPYTER_CI_API_KEY", "sk-secret-value-123")
+    out = run(shell, "%ci --model openai/x --api-base http://127.0.0.1:9/v1")
+    assert "sk-secret" not in out
+    assert "127.0.0.1:9" not in out
+    assert "api_base: set (custom endpoint)" in out
+    assert "key: found in JUPYTER_CI_API_KEY" in out
+
+
+def test_cell_magic_without_model_says_what_to_set(shell: InteractiveShell) -> None:
+    out = run(shell, "%%ci plot the iris data\n")
+    assert "No model is configured" in out
+    assert "JUPYTER_CI_MODEL" in out
+    assert "%ci --model openai/gpt-4o-mini" in out
+
+
+def test_cell_magic_leaves_dollar_and_braces_alone(shell: InteractiveShell) -> None:
+    shell.user_ns["x"] = "EXPANDED"
+    out = run(shell, "%%ci --bogus $x {x}\n")
+    assert "unknown option --bogus" in out
+    assert "EXPANDED" not in out
+
+
+def test_cell_magic_empty_request(shell: InteractiveShell) -> None:
+    assert "write a request after %%ci" in run(shell, "%%ci\n")
+
+
+def test_cell_magic_off_switch(shell: InteractiveShell, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert "is off" in run(shell, "%ci off")
+    assert "nothing was done" in run(shell, "%%ci plot\n")
+    run(shell, "%ci on")
+    assert "No model is configured" in run(shell, "%%ci plot\n")
+    monkeypatch.setenv("JUPYTER_CI_DISABLE", "1")
+    assert "nothing was done" in run(shell, "%%ci plot\n")
+
+
+def test_ci_help_lists_options(shell: InteractiveShell) -> None:
+    out = run(shell, "%ci --help")
+    assert "--max-attempts" in out
+    assert "--no-run" in out
