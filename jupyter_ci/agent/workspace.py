@@ -1,0 +1,119 @@
+"""The workspace: the hands the agent loop acts through.
+
+Three implementations serve the same loop: the browser's notebook in JupyterLab (over the
+server's websocket), a kernel plus an ``.ipynb`` file (headless ``jupyter ci run``), and the IPython
+shell the magic runs in (no frontend). The loop never knows which one it has.
+
+Who does what:
+
+- The **loop** decides which cell to insert, replace or run, and computes diffs: it holds the
+  source before and after a fix, so a workspace never diffs.
+- The **workspace** finds cells by id only (never "the active cell"), runs them in the user's
+  kernel, and returns their outputs as nbformat dicts, capped by the workspace where they are
+  produced (the browser caps before sending).
+- Timeouts are counted by the workspace from the moment the kernel starts the cell, not from
+  when it was queued; on expiry it interrupts the kernel only if that cell is still the one
+  running, and reports ``timed_out``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Protocol, runtime_checkable
+
+
+class CellStatus(str, Enum):
+    """How a cell's execution ended."""
+
+    OK = "ok"
+    ERROR = "error"  # the cell raised; its error output is among the outputs
+    ABORTED = "aborted"  # the kernel skipped it (an earlier error, or an interrupt by the user)
+    TIMED_OUT = "timed_out"  # jupyter-ci interrupted it at the timeout
+
+
+@dataclass(frozen=True)
+class Cell:
+    """A notebook cell as the loop sees it."""
+
+    id: str
+    cell_type: str  # "code", "markdown" or "raw"
+    source: str
+    outputs: list[dict[str, Any]] = field(default_factory=list)
+    execution_count: int | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Execution:
+    """The result of running one cell."""
+
+    cell_id: str
+    status: CellStatus
+    outputs: list[dict[str, Any]]
+    execution_count: int | None = None
+    #: Seconds from the kernel starting the cell to its end (None when it never started).
+    duration: float | None = None
+
+    @property
+    def error(self) -> dict[str, Any] | None:
+        """The first ``error`` output, if any."""
+        return next((out for out in self.outputs if out.get("output_type") == "error"), None)
+
+
+@dataclass(frozen=True)
+class Variable:
+    """One variable in the kernel's namespace, summarised without expensive calls.
+
+    ``shape``, ``columns`` and ``dtypes`` are set for arrays and data frames; ``summary`` is a
+    short, capped description (never a full ``repr`` of an object of unknown cost).
+    """
+
+    name: str
+    type: str
+    summary: str = ""
+    shape: tuple[int, ...] | None = None
+    columns: list[str] | None = None
+    dtypes: list[str] | None = None
+
+
+@runtime_checkable
+class Workspace(Protocol):
+    """What the agent loop may do to a notebook and its kernel."""
+
+    async def read_cells(self) -> list[Cell]:
+        """All cells of the notebook, in order, with their ids, sources and outputs."""
+        ...
+
+    async def insert_cell(
+        self,
+        after_id: str | None,
+        source: str = "",
+        metadata: Mapping[str, Any] | None = None,
+    ) -> str:
+        """Insert a code cell after the cell ``after_id`` (at the top when None); return its id.
+
+        An empty ``source`` inserts an empty cell to stream into with :meth:`append_source`.
+        """
+        ...
+
+    async def append_source(self, cell_id: str, text: str) -> None:
+        """Append streamed text to a cell's source (outside the undo history where there is one)."""
+        ...
+
+    async def replace_source(self, cell_id: str, source: str) -> None:
+        """Replace a cell's whole source (a fix; the loop has shown the diff)."""
+        ...
+
+    async def run_cell(self, cell_id: str, timeout: float) -> Execution:
+        """Run the cell in the kernel and wait for it; ``timeout`` seconds (0 = none)."""
+        ...
+
+    async def inspect_variables(self) -> list[Variable]:
+        """The user's variables, gathered without touching ``In``/``Out``, history or the count."""
+        ...
+
+    async def interrupt(self) -> None:
+        """Interrupt the kernel (Stop)."""
+        ...

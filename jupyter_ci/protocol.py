@@ -1,0 +1,403 @@
+"""Python types of jupyter-ci's protocol, and validation against its JSON Schema.
+
+The schema (``jupyter_ci/schema/protocol.schema.json``) is the source of truth. The TypedDicts here
+mirror its definitions one to one (``tests/test_protocol.py`` fails when they drift apart); the
+TypeScript types in ``labextension/src/protocol.ts`` are generated from the same file.
+"""
+
+# No `from __future__ import annotations`: TypedDict reads NotRequired[...] at class creation.
+
+import json
+from functools import cache
+from importlib import resources
+from typing import Any, Literal
+
+from typing_extensions import NotRequired, TypedDict
+
+PROTOCOL_VERSION = 1
+#: The mime type of the ``%%ci`` handoff output.
+HANDOFF_MIME = "application/vnd.jupyter-ci.handoff+json"
+
+RunStateName = Literal[
+    "queued", "generating", "awaiting_approval", "executing", "fixing", "done", "failed", "stopped"
+]
+CellStatusName = Literal["ok", "error", "aborted", "timed_out"]
+
+
+class ErrorInfo(TypedDict):
+    """An error as users and programs see it."""
+
+    code: str
+    message: str
+    hint: NotRequired[str]
+
+
+class Usage(TypedDict):
+    """Tokens and cost so far; ``cost`` is None when the price is unknown."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    cost: float | None
+
+
+class CellInfo(TypedDict):
+    """A notebook cell as read from the browser."""
+
+    id: str
+    cell_type: Literal["code", "markdown", "raw"]
+    source: str
+    outputs: NotRequired[list[dict[str, Any]]]
+    execution_count: NotRequired[int | None]
+    metadata: NotRequired[dict[str, Any]]
+
+
+class VariableInfo(TypedDict):
+    """A variable in the kernel, summarised cheaply."""
+
+    name: str
+    type: str
+    summary: NotRequired[str]
+    shape: NotRequired[list[int] | None]
+    columns: NotRequired[list[str] | None]
+    dtypes: NotRequired[list[str] | None]
+
+
+class RunSummary(TypedDict):
+    """The numbers of a finished run's status line."""
+
+    cells: int
+    attempts: int
+    usage: Usage
+    seconds: float
+
+
+# --- run events (server → clients) -------------------------------------------------------------
+
+
+class EventBase(TypedDict):
+    """Fields every run event carries."""
+
+    run_id: str
+    seq: int
+    time: float
+
+
+class StateEvent(EventBase):
+    """The run changed state."""
+
+    type: Literal["state"]
+    state: RunStateName
+    reason: str
+
+
+class TokenEvent(EventBase):
+    """Text streamed from the model."""
+
+    type: Literal["token"]
+    text: str
+    cell_id: str | None
+
+
+class CellInsertedEvent(EventBase):
+    """A generated cell was inserted."""
+
+    type: Literal["cell_inserted"]
+    cell_id: str
+    after_id: str | None
+    source: str
+    step: int
+
+
+class CellUpdatedEvent(EventBase):
+    """A fix replaced a cell's source."""
+
+    type: Literal["cell_updated"]
+    cell_id: str
+    source: str
+    diff: str
+    attempt: int
+
+
+class ExecutionStartedEvent(EventBase):
+    """A cell began running."""
+
+    type: Literal["execution_started"]
+    cell_id: str
+    attempt: int
+
+
+class ExecutionFinishedEvent(EventBase):
+    """A cell finished running."""
+
+    type: Literal["execution_finished"]
+    cell_id: str
+    status: CellStatusName
+    execution_count: int | None
+    digest: str
+    duration: float | None
+
+
+class AttemptEvent(EventBase):
+    """A new try of a cell begins."""
+
+    type: Literal["attempt"]
+    cell_id: str
+    attempt: int
+    max_attempts: int
+
+
+class MessageEvent(EventBase):
+    """A complete conversation message."""
+
+    type: Literal["message"]
+    role: Literal["user", "assistant", "notice"]
+    text: str
+
+
+class UsageEvent(EventBase):
+    """Tokens and cost so far."""
+
+    type: Literal["usage"]
+    usage: Usage
+
+
+class FinishedEvent(EventBase):
+    """The run is over."""
+
+    type: Literal["finished"]
+    state: Literal["done", "failed", "stopped"]
+    reason: str
+    error: ErrorInfo | None
+    summary: RunSummary
+
+
+RunEvent = (
+    StateEvent
+    | TokenEvent
+    | CellInsertedEvent
+    | CellUpdatedEvent
+    | ExecutionStartedEvent
+    | ExecutionFinishedEvent
+    | AttemptEvent
+    | MessageEvent
+    | UsageEvent
+    | FinishedEvent
+)
+
+
+# --- calls (server → the browser that owns the run) and replies -------------------------------
+
+
+class CallBase(TypedDict):
+    """Fields every call carries: it names the notebook, never "the active one"."""
+
+    call_id: str
+    run_id: str
+    notebook_path: str
+
+
+class ReadCellsCall(CallBase):
+    """Read all cells."""
+
+    method: Literal["read_cells"]
+
+
+class InsertCellCall(CallBase):
+    """Insert a code cell after a cell id."""
+
+    method: Literal["insert_cell"]
+    after_id: str | None
+    source: str
+    metadata: dict[str, Any]
+
+
+class AppendSourceCall(CallBase):
+    """Append streamed text to a cell."""
+
+    method: Literal["append_source"]
+    cell_id: str
+    text: str
+
+
+class ReplaceSourceCall(CallBase):
+    """Replace a cell's source."""
+
+    method: Literal["replace_source"]
+    cell_id: str
+    source: str
+
+
+class RunCellCall(CallBase):
+    """Run a cell in the notebook's kernel."""
+
+    method: Literal["run_cell"]
+    cell_id: str
+
+
+class InspectVariablesCall(CallBase):
+    """List the kernel's variables."""
+
+    method: Literal["inspect_variables"]
+
+
+class InterruptCall(CallBase):
+    """Interrupt the notebook's kernel."""
+
+    method: Literal["interrupt"]
+
+
+Call = (
+    ReadCellsCall
+    | InsertCellCall
+    | AppendSourceCall
+    | ReplaceSourceCall
+    | RunCellCall
+    | InspectVariablesCall
+    | InterruptCall
+)
+
+
+class CallResult(TypedDict):
+    """A successful reply; which fields are set depends on the call's method."""
+
+    call_id: str
+    ok: Literal[True]
+    cell_id: NotRequired[str]
+    cells: NotRequired[list[CellInfo]]
+    status: NotRequired[CellStatusName]
+    outputs: NotRequired[list[dict[str, Any]]]
+    execution_count: NotRequired[int | None]
+    started_at: NotRequired[float | None]
+    truncated: NotRequired[bool]
+    variables: NotRequired[list[VariableInfo]]
+
+
+class CallFailure(TypedDict):
+    """The browser could not do what the call asked."""
+
+    call_id: str
+    ok: Literal[False]
+    error: ErrorInfo
+
+
+class CallProgress(TypedDict):
+    """The kernel began the cell of a ``run_cell`` call."""
+
+    call_id: str
+    progress: Literal["started"]
+    started_at: float
+
+
+# --- client requests (browser → server) --------------------------------------------------------
+
+
+class StartRunRequest(TypedDict):
+    """Start a run."""
+
+    request: Literal["start_run"]
+    notebook_path: str
+    prompt: str
+    options: dict[str, Any]
+    anchor_cell_id: str | None
+    handoff_nonce: str | None
+
+
+class StopRunRequest(TypedDict):
+    """Stop a run."""
+
+    request: Literal["stop_run"]
+    run_id: str
+
+
+class ReviewRequest(TypedDict):
+    """Answer a cell awaiting approval."""
+
+    request: Literal["review"]
+    run_id: str
+    cell_id: str
+    decision: Literal["run", "reject"]
+    source: str | None
+
+
+class ReplayRequest(TypedDict):
+    """Ask for a run's events after a sequence number."""
+
+    request: Literal["replay"]
+    run_id: str
+    after_seq: int
+
+
+class Handoff(TypedDict):
+    """The ``%%ci`` handoff payload (:data:`HANDOFF_MIME`)."""
+
+    version: Literal[1]
+    prompt: str
+    options: dict[str, Any]
+    cell_id: str
+    nonce: str
+    jupyter_ci_version: str
+
+
+#: Each TypedDict above, by the name of its definition in the schema.
+TYPES: dict[str, type] = {
+    cls.__name__: cls
+    for cls in (
+        ErrorInfo,
+        Usage,
+        CellInfo,
+        VariableInfo,
+        RunSummary,
+        EventBase,
+        StateEvent,
+        TokenEvent,
+        CellInsertedEvent,
+        CellUpdatedEvent,
+        ExecutionStartedEvent,
+        ExecutionFinishedEvent,
+        AttemptEvent,
+        MessageEvent,
+        UsageEvent,
+        FinishedEvent,
+        CallBase,
+        ReadCellsCall,
+        InsertCellCall,
+        AppendSourceCall,
+        ReplaceSourceCall,
+        RunCellCall,
+        InspectVariablesCall,
+        InterruptCall,
+        CallResult,
+        CallFailure,
+        CallProgress,
+        StartRunRequest,
+        StopRunRequest,
+        ReviewRequest,
+        ReplayRequest,
+        Handoff,
+    )
+}
+
+
+@cache
+def schema() -> dict[str, Any]:
+    """The protocol's JSON Schema, as shipped in the package."""
+    text = resources.files("jupyter_ci").joinpath("schema/protocol.schema.json").read_text()
+    loaded: dict[str, Any] = json.loads(text)
+    return loaded
+
+
+def validate(definition: str, message: Any) -> None:
+    """Check ``message`` against the schema's ``definition``; ``ValueError`` says what is wrong.
+
+    Used at the edges (websocket, handoff); jsonschema is imported only here.
+    """
+    import jsonschema
+
+    root = schema()
+    if definition not in root["$defs"]:
+        raise KeyError(f"no definition {definition!r} in the protocol schema")
+    validator = jsonschema.Draft202012Validator({"$ref": f"#/$defs/{definition}", **root})
+    error = jsonschema.exceptions.best_match(validator.iter_errors(message))
+    if error is not None:
+        where = "/".join(str(part) for part in error.absolute_path) or "the message"
+        raise ValueError(f"invalid {definition}: {where}: {error.message}")

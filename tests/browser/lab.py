@@ -1,0 +1,209 @@
+"""Real JupyterLab and headless Chromium for browser tests, and helpers to drive the page.
+
+Every browser test reuses these: :func:`start_lab` runs ``jupyter lab`` on 127.0.0.1 with a token
+in isolated Jupyter directories; :func:`launch_chromium` starts Debian's Chromium through
+Playwright (never a downloaded browser); the helpers below open Lab, notebooks and cells.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+CHROMIUM = os.environ.get("JUPYTER_CI_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+
+
+@dataclass
+class Lab:
+    """A running JupyterLab: where it listens, its token, its files and its log."""
+
+    url: str
+    token: str
+    root_dir: Path
+    log_path: Path
+    process: subprocess.Popen[bytes]
+
+    def workspace_url(self) -> str:
+        """A fresh workspace, so no layout from an earlier test is restored."""
+        return f"{self.url}lab/workspaces/t{uuid.uuid4().hex[:12]}?reset&token={self.token}"
+
+    def log(self) -> str:
+        """The server's log so far (for failure messages)."""
+        return self.log_path.read_text(errors="replace")
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@contextmanager
+def start_lab(
+    base_dir: Path, args: list[str] | None = None, env: Mapping[str, str] | None = None
+) -> Iterator[Lab]:
+    """Run ``jupyter lab`` in ``base_dir`` until the block ends; wait until it answers."""
+    root = base_dir / "notebooks"
+    root.mkdir(parents=True, exist_ok=True)
+    port, token = free_port(), uuid.uuid4().hex
+    environment = dict(os.environ)
+    for name in ("config", "data", "runtime", "settings", "workspaces"):
+        (base_dir / name).mkdir(exist_ok=True)
+    environment.update(
+        JUPYTER_CONFIG_DIR=str(base_dir / "config"),
+        JUPYTER_DATA_DIR=str(base_dir / "data"),
+        JUPYTER_RUNTIME_DIR=str(base_dir / "runtime"),
+        JUPYTERLAB_SETTINGS_DIR=str(base_dir / "settings"),
+        JUPYTERLAB_WORKSPACES_DIR=str(base_dir / "workspaces"),
+    )
+    environment.update(env or {})
+    # Keep JupyterLab's "get notified about news?" toast away from screenshots and clicks.
+    notification = base_dir / "settings" / "@jupyterlab" / "apputils-extension"
+    notification.mkdir(parents=True, exist_ok=True)
+    (notification / "notification.jupyterlab-settings").write_text('{"fetchNews": "false"}')
+    command = [
+        sys.executable,
+        "-m",
+        "jupyter",
+        "lab",
+        "--no-browser",
+        "--allow-root",
+        "--ServerApp.ip=127.0.0.1",
+        f"--ServerApp.port={port}",
+        "--ServerApp.port_retries=0",
+        f"--IdentityProvider.token={token}",
+        "--LabApp.news_url=None",
+        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        f"--ServerApp.root_dir={root}",
+        *(args or []),
+    ]
+    log_path = base_dir / "jupyter-lab.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=environment)
+    lab = Lab(f"http://127.0.0.1:{port}/", token, root, log_path, process)
+    try:
+        _wait_until_ready(lab, timeout=60)
+        yield lab
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
+def _wait_until_ready(lab: Lab, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    status_url = f"{lab.url}api/status?token={lab.token}"
+    while time.monotonic() < deadline:
+        if lab.process.poll() is not None:
+            raise RuntimeError(f"jupyter lab exited early:\n{lab.log()}")
+        try:
+            with urllib.request.urlopen(status_url, timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError(f"jupyter lab did not answer within {timeout} s:\n{lab.log()}")
+
+
+def launch_chromium(playwright: Any) -> Any:
+    """Debian's Chromium, headless, with the flags this closed network needs."""
+    if not shutil.which(CHROMIUM) and not Path(CHROMIUM).exists():
+        raise RuntimeError(
+            f"{CHROMIUM} is missing: install it with `apt-get install -y chromium` "
+            "(.ci/run does), or deselect browser tests with -m 'not browser'."
+        )
+    return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+
+
+# --- driving the page ---------------------------------------------------------------------------
+
+
+def open_lab(page: Any, lab: Lab) -> None:
+    """Open Lab in a fresh workspace and wait until the shell is up."""
+    page.goto(lab.workspace_url())
+    page.locator("#jp-main-dock-panel").wait_for(state="visible", timeout=60_000)
+    page.locator(".jp-Launcher").first.wait_for(state="visible", timeout=60_000)
+
+
+def run_command(page: Any, label: str) -> None:
+    """Run a command by its label through the command palette (as a keyboard user would)."""
+    page.keyboard.press("Control+Shift+c")
+    palette = page.locator("#command-palette input.lm-CommandPalette-input")
+    palette.wait_for(state="visible")
+    palette.fill(label)
+    item = page.locator("#command-palette .lm-CommandPalette-item", has_text=label).first
+    item.wait_for(state="visible")
+    item.click()
+
+
+def new_notebook(page: Any) -> Any:
+    """Create a notebook from the launcher and wait for its kernel to be idle."""
+    page.locator('.jp-LauncherCard[data-category="Notebook"]').first.click()
+    notebook = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)").last
+    notebook.wait_for(state="visible", timeout=60_000)
+    wait_kernel_idle(page)
+    return notebook
+
+
+def wait_kernel_idle(page: Any, timeout: float = 60_000) -> None:
+    """Wait for the status bar to say the kernel is idle (the toolbar says so too early)."""
+    page.locator("#jp-main-statusbar", has_text="Idle").wait_for(timeout=timeout)
+
+
+def run_in_new_cell(page: Any, notebook: Any, source: str) -> Any:
+    """Type ``source`` into the notebook's last cell, run it, and return that cell's locator.
+
+    The text is inserted, not typed key by key, so editor auto-closing of brackets cannot
+    change it.
+    """
+    cells = notebook.locator(".jp-Notebook .jp-Cell")
+    count = cells.count()
+    cell = cells.nth(count - 1)
+    editor = cell.locator(".jp-InputArea-editor .cm-content")
+    editor.click()
+    page.keyboard.insert_text(source)
+    page.keyboard.press("Shift+Enter")
+    notebook.locator(".jp-Notebook .jp-Cell").nth(count).wait_for(state="attached")
+    prompt = cell.locator(".jp-InputArea-prompt")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        text = prompt.inner_text()
+        if "[" in text and "*" not in text and text.strip() != "[ ]:":
+            return cell
+        time.sleep(0.1)
+    raise AssertionError(f"cell did not finish: {source!r}")
+
+
+def screenshot(page: Any, name: str) -> Path:
+    """Save a screenshot under test-artifacts/ and return its path."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path))
+    return path

@@ -1,0 +1,256 @@
+"""The protocol schema and its Python types: they agree, and messages round-trip through both."""
+
+from __future__ import annotations
+
+import json
+import typing
+from typing import Any
+
+import pytest
+
+from jupyter_ci import protocol
+from jupyter_ci.agent.states import RunState
+from jupyter_ci.agent.workspace import CellStatus
+from jupyter_ci.options import MODES
+
+DEFS = protocol.schema()["$defs"]
+UNIONS = {
+    "RunEvent": protocol.RunEvent,
+    "Call": protocol.Call,
+    "CallReply": protocol.CallResult | protocol.CallFailure,
+    "ClientRequest": protocol.StartRunRequest
+    | protocol.StopRunRequest
+    | protocol.ReviewRequest
+    | protocol.ReplayRequest,
+}
+ENUMS = {
+    "RunState": [s.value for s in RunState],
+    "CellStatus": [s.value for s in CellStatus],
+    "Mode": list(MODES),
+}
+OPAQUE = {"Output"}  # nbformat's own output shapes, passed through as dicts
+
+
+def schema_fields(definition: dict[str, Any]) -> tuple[set[str], set[str]]:
+    """All properties and required ones of a definition, following allOf references."""
+    props = set(definition.get("properties", {}))
+    required = set(definition.get("required", []))
+    for part in definition.get("allOf", []):
+        base = DEFS[part["$ref"].split("/")[-1]]
+        more_props, more_required = schema_fields(base)
+        props |= more_props
+        required |= more_required
+    return props, required
+
+
+def test_every_definition_has_a_python_counterpart() -> None:
+    covered = set(protocol.TYPES) | set(UNIONS) | set(ENUMS) | OPAQUE
+    assert set(DEFS) == covered
+
+
+@pytest.mark.parametrize("name", sorted(protocol.TYPES))
+def test_typeddict_fields_match_the_schema(name: str) -> None:
+    cls = protocol.TYPES[name]
+    props, required = schema_fields(DEFS[name])
+    py_required = set(cls.__required_keys__)  # type: ignore[attr-defined]
+    py_optional = set(cls.__optional_keys__)  # type: ignore[attr-defined]
+    assert py_required | py_optional == props, f"{name}: fields differ"
+    assert py_required == required, f"{name}: required fields differ"
+
+
+@pytest.mark.parametrize("name", sorted(UNIONS))
+def test_unions_list_the_same_members(name: str) -> None:
+    members = {ref["$ref"].split("/")[-1] for ref in DEFS[name]["oneOf"]}
+    assert {cls.__name__ for cls in typing.get_args(UNIONS[name])} == members
+
+
+@pytest.mark.parametrize("name", sorted(ENUMS))
+def test_enums_match_the_python_enums(name: str) -> None:
+    assert DEFS[name]["enum"] == ENUMS[name]
+
+
+def test_literal_tags_match_the_schema_consts() -> None:
+    for name, cls in protocol.TYPES.items():
+        hints = typing.get_type_hints(cls)
+        for tag in ("type", "method", "request", "progress"):
+            if tag in DEFS[name].get("properties", {}) and "const" in DEFS[name]["properties"][tag]:
+                assert typing.get_args(hints[tag]) == (DEFS[name]["properties"][tag]["const"],)
+
+
+USAGE = {"prompt_tokens": 10, "completion_tokens": 5, "cost": None}
+BASE = {"run_id": "r1", "seq": 3, "time": 1700000000.5}
+VALID: list[tuple[str, dict[str, Any]]] = [
+    ("RunEvent", {**BASE, "type": "state", "state": "fixing", "reason": "cell_error"}),
+    ("RunEvent", {**BASE, "type": "token", "text": "impo", "cell_id": "c1"}),
+    (
+        "RunEvent",
+        {
+            **BASE,
+            "type": "cell_inserted",
+            "cell_id": "c2",
+            "after_id": None,
+            "source": "",
+            "step": 1,
+        },
+    ),
+    (
+        "RunEvent",
+        {
+            **BASE,
+            "type": "cell_updated",
+            "cell_id": "c2",
+            "source": "x",
+            "diff": "-y\n+x",
+            "attempt": 2,
+        },
+    ),
+    (
+        "RunEvent",
+        {
+            **BASE,
+            "type": "execution_finished",
+            "cell_id": "c2",
+            "status": "timed_out",
+            "execution_count": None,
+            "digest": "…",
+            "duration": 120.0,
+        },
+    ),
+    (
+        "RunEvent",
+        {
+            **BASE,
+            "type": "finished",
+            "state": "failed",
+            "reason": "max_attempts",
+            "error": {"code": "cell_error", "message": "NameError: x", "hint": ""},
+            "summary": {"cells": 1, "attempts": 3, "usage": USAGE, "seconds": 4.2},
+        },
+    ),
+    ("RunEvent", {**BASE, "type": "usage", "usage": {**USAGE, "cost": 0.0012}}),
+    (
+        "Call",
+        {
+            "call_id": "k1",
+            "run_id": "r1",
+            "notebook_path": "a/b.ipynb",
+            "method": "insert_cell",
+            "after_id": "c1",
+            "source": "",
+            "metadata": {"jupyter_ci": {"run_id": "r1"}},
+        },
+    ),
+    ("Call", {"call_id": "k2", "run_id": "r1", "notebook_path": "b.ipynb", "method": "interrupt"}),
+    (
+        "CallReply",
+        {
+            "call_id": "k3",
+            "ok": True,
+            "status": "ok",
+            "execution_count": 4,
+            "started_at": 1.0,
+            "outputs": [{"output_type": "stream", "name": "stdout", "text": "hi\n"}],
+        },
+    ),
+    (
+        "CallReply",
+        {
+            "call_id": "k4",
+            "ok": False,
+            "error": {"code": "cell_not_found", "message": "no cell c9"},
+        },
+    ),
+    ("CallProgress", {"call_id": "k3", "progress": "started", "started_at": 2.5}),
+    (
+        "ClientRequest",
+        {
+            "request": "start_run",
+            "notebook_path": "a.ipynb",
+            "prompt": "plot $x {y}",
+            "options": {"max_attempts": 2},
+            "anchor_cell_id": "c0",
+            "handoff_nonce": None,
+        },
+    ),
+    (
+        "ClientRequest",
+        {
+            "request": "review",
+            "run_id": "r1",
+            "cell_id": "c2",
+            "decision": "run",
+            "source": "print(1)",
+        },
+    ),
+    ("ClientRequest", {"request": "replay", "run_id": "r1", "after_seq": 0}),
+    (
+        "Handoff",
+        {
+            "version": 1,
+            "prompt": "plot the iris data",
+            "options": {},
+            "cell_id": "c0",
+            "nonce": "0123456789abcdef0123",
+            "jupyter_ci_version": "0.1.0",
+        },
+    ),
+]
+
+
+@pytest.mark.parametrize(("definition", "message"), VALID)
+def test_valid_messages_round_trip(definition: str, message: dict[str, Any]) -> None:
+    again = json.loads(json.dumps(message))
+    assert again == message
+    protocol.validate(definition, again)
+
+
+INVALID: list[tuple[str, dict[str, Any], str]] = [
+    ("RunEvent", {**BASE, "type": "state", "state": "dancing", "reason": ""}, "state"),
+    ("RunEvent", {**BASE, "type": "token", "text": "x"}, ""),
+    ("RunEvent", {**BASE, "seq": 0, "type": "usage", "usage": USAGE}, ""),
+    ("RunEvent", {**BASE, "type": "usage", "usage": USAGE, "key": "sk-1"}, ""),
+    ("Call", {"call_id": "k", "run_id": "r", "method": "interrupt"}, ""),
+    ("Call", {"call_id": "k", "run_id": "r", "notebook_path": "n", "method": "rm_rf"}, ""),
+    ("CallReply", {"call_id": "k", "ok": False}, ""),
+    (
+        "ClientRequest",
+        {
+            "request": "start_run",
+            "notebook_path": "a",
+            "prompt": "",
+            "options": {},
+            "anchor_cell_id": None,
+            "handoff_nonce": None,
+        },
+        "",
+    ),
+    (
+        "Handoff",
+        {
+            "version": 2,
+            "prompt": "p",
+            "options": {},
+            "cell_id": "c",
+            "nonce": "0" * 16,
+            "jupyter_ci_version": "9",
+        },
+        "version",
+    ),
+]
+
+
+@pytest.mark.parametrize(("definition", "message", "where"), INVALID)
+def test_invalid_messages_are_refused(definition: str, message: dict[str, Any], where: str) -> None:
+    with pytest.raises(ValueError, match=f"invalid {definition}") as err:
+        protocol.validate(definition, message)
+    assert where in str(err.value)
+
+
+def test_unknown_definition() -> None:
+    with pytest.raises(KeyError, match="no definition"):
+        protocol.validate("Nope", {})
+
+
+def test_handoff_constants() -> None:
+    assert protocol.HANDOFF_MIME == "application/vnd.jupyter-ci.handoff+json"
+    assert DEFS["Handoff"]["properties"]["version"]["const"] == protocol.PROTOCOL_VERSION
