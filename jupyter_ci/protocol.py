@@ -238,6 +238,7 @@ class InspectVariablesCall(CallBase):
     """List the kernel's variables."""
 
     method: Literal["inspect_variables"]
+    expression: str
 
 
 class InterruptCall(CallBase):
@@ -269,7 +270,7 @@ class CallResult(TypedDict):
     execution_count: NotRequired[int | None]
     started_at: NotRequired[float | None]
     truncated: NotRequired[bool]
-    variables: NotRequired[list[VariableInfo]]
+    text: NotRequired[str]
 
 
 class CallFailure(TypedDict):

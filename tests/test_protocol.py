@@ -142,6 +142,16 @@ VALID: list[tuple[str, dict[str, Any]]] = [
     ),
     ("Call", {"call_id": "k2", "run_id": "r1", "notebook_path": "b.ipynb", "method": "interrupt"}),
     (
+        "Call",
+        {
+            "call_id": "k5",
+            "run_id": "r1",
+            "notebook_path": "b.ipynb",
+            "method": "inspect_variables",
+            "expression": "1",
+        },
+    ),
+    (
         "CallReply",
         {
             "call_id": "k3",
