@@ -1,4 +1,4 @@
-"""Fixtures for browser tests: one JupyterLab and one Chromium per session, a fresh page per test."""
+"""Browser test fixtures: one JupyterLab and one Chromium per session, a fresh page per test."""
 
 from __future__ import annotations
 
@@ -21,19 +21,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(autouse=True)
-def jp_asyncio_loop() -> Iterator[None]:
+def jp_asyncio_loop() -> None:
     """Browser tests run no in-process server: keep pytest-jupyter away from Playwright's loop.
 
     pytest-jupyter's autouse fixture of this name would close the event loop Playwright's sync
     API runs on.
     """
-    yield None
 
 
 @pytest.fixture(autouse=True)
-def jp_server_cleanup() -> Iterator[None]:
+def jp_server_cleanup() -> None:
     """No in-process Jupyter server to clean up in browser tests (see ``jp_asyncio_loop``)."""
-    yield None
 
 
 @pytest.fixture(scope="session")
