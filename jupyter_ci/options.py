@@ -196,8 +196,9 @@ OPTIONS: tuple[Option, ...] = (
         "tool_calling",
         str,
         "auto",
-        "Whether to ask the model for code through tool calls. auto: on for known providers that "
-        "support it, off for custom api_base endpoints (fenced code blocks instead).",
+        "How the model hands over code. on: through a run_python tool call (with litellm this "
+        "needs the mcp package); off: fenced code blocks; auto: fenced code blocks, which every "
+        "model and local server understands.",
         choices=TOOL_CALLING,
     ),
     Option(

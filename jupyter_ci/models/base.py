@@ -1,0 +1,82 @@
+"""The model interface the agent loop calls: stream one reply, with usage and cost."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+#: Called with each piece of text as the model streams it.
+TextCallback = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class TokenUsage:
+    """Tokens of one or more model calls; ``cost`` in USD, None when the price is unknown.
+
+    ``estimated`` is True when the provider reported no usage and the counts are ours.
+    """
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float | None = 0.0
+    estimated: bool = False
+
+    @property
+    def total_tokens(self) -> int:
+        """Prompt plus completion tokens."""
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: TokenUsage) -> TokenUsage:
+        cost = None if self.cost is None or other.cost is None else self.cost + other.cost
+        return TokenUsage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+            cost,
+            self.estimated or other.estimated,
+        )
+
+
+@dataclass(frozen=True)
+class ToolCallRequest:
+    """A tool call in a model's reply: the function name and its raw JSON arguments."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class ModelReply:
+    """One complete reply from the model."""
+
+    text: str
+    tool_calls: tuple[ToolCallRequest, ...] = ()
+    usage: TokenUsage = field(default_factory=TokenUsage)
+    finish_reason: str | None = None
+
+
+class Model(Protocol):
+    """A chat model. Implementations map every failure to :class:`jupyter_ci.errors.ModelError`.
+
+    Cancelling the task awaiting :meth:`complete` must close the HTTP stream, so that a local
+    server stops generating.
+    """
+
+    name: str
+    #: Whether the model accepts image parts in messages.
+    vision: bool
+
+    async def complete(
+        self,
+        messages: Sequence[dict[str, Any]],
+        *,
+        tools: Sequence[dict[str, Any]] | None = None,
+        on_text: TextCallback | None = None,
+    ) -> ModelReply:
+        """Stream a reply to ``messages``, calling ``on_text`` with each text delta."""
+        ...
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens ``text`` costs in a prompt (an estimate where no tokenizer is at hand)."""
+        ...

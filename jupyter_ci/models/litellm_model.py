@@ -1,0 +1,252 @@
+"""The :class:`~jupyter_ci.models.base.Model` for any provider, through litellm.
+
+litellm is imported on first use, in a worker thread (its import takes seconds and must not block
+an event loop), with ``LITELLM_LOCAL_MODEL_COST_MAP`` set first so nothing is fetched from the
+network. Key, ``api_base`` and parameters are passed per call: other extensions in the same
+process share the litellm module, so its globals are left alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import math
+import os
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import ConfigError, JupyterCIError, ModelError
+from ..settings import Settings
+from .base import ModelReply, TextCallback, TokenUsage, ToolCallRequest
+from .scrub import scrub
+
+_import_lock = threading.Lock()
+#: Rate-limit retries: how many, and the longest wait honoured from a Retry-After.
+MAX_RATE_LIMIT_RETRIES = 2
+MAX_RETRY_WAIT = 20.0
+
+
+def _load_litellm() -> Any:
+    with _import_lock:
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        module: Any = importlib.import_module("litellm")
+        module.suppress_debug_info = True
+        return module
+
+
+async def import_litellm() -> Any:
+    """The litellm module, imported once, off the event loop."""
+    return await asyncio.to_thread(_load_litellm)
+
+
+def estimate_tokens(text: str) -> int:
+    """A tokenizer-free estimate: about four characters a token."""
+    return math.ceil(len(text) / 4)
+
+
+class LiteLLMModel:
+    """A chat model reached through litellm (any provider, any OpenAI-compatible endpoint)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        api_key: str | None = None,
+        request_timeout: float = 600.0,
+        vision: bool = False,
+    ) -> None:
+        self.name = settings.model
+        self.api_base = settings.api_base or None
+        self._api_key = api_key if api_key is not None else os.environ.get(settings.api_key_env)
+        self.request_timeout = request_timeout
+        self.vision = vision
+        self._litellm: Any = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> LiteLLMModel:
+        """The model the settings name, with the key from ``settings.api_key_env`` if set."""
+        if not settings.model:
+            raise ConfigError.no_model()
+        return cls(settings)
+
+    def count_tokens(self, text: str) -> int:
+        """An estimate (exact counting needs a tokenizer that may not be available offline)."""
+        return estimate_tokens(text)
+
+    async def complete(
+        self,
+        messages: Sequence[dict[str, Any]],
+        *,
+        tools: Sequence[dict[str, Any]] | None = None,
+        on_text: TextCallback | None = None,
+    ) -> ModelReply:
+        """Stream one reply; rate limits are retried (bounded) before any text arrived."""
+        litellm = self._litellm or await import_litellm()
+        self._litellm = litellm
+        streamed = False
+
+        def relay(text: str) -> None:
+            nonlocal streamed
+            streamed = True
+            if on_text is not None:
+                on_text(text)
+
+        for attempt in range(MAX_RATE_LIMIT_RETRIES + 1):
+            try:
+                return await self._stream(litellm, messages, tools, relay)
+            except ModelError as err:
+                retryable = err.kind == "rate_limit" and attempt < MAX_RATE_LIMIT_RETRIES
+                if not retryable or streamed:
+                    raise
+                await asyncio.sleep(min(err.retry_after or 1.0, MAX_RETRY_WAIT))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _stream(
+        self,
+        litellm: Any,
+        messages: Sequence[dict[str, Any]],
+        tools: Sequence[dict[str, Any]] | None,
+        on_text: TextCallback | None,
+    ) -> ModelReply:
+        kwargs: dict[str, Any] = {
+            "model": self.name,
+            "messages": list(messages),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "max_retries": 0,
+            "timeout": self.request_timeout,
+        }
+        if self.api_base:
+            kwargs["api_base"] = self.api_base
+        if self._api_key:
+            kwargs["api_key"] = self._api_key
+        if tools:
+            kwargs["tools"] = list(tools)
+        text_parts: list[str] = []
+        calls: dict[int, dict[str, str]] = {}
+        usage: Any = None
+        finish_reason: str | None = None
+        stream: Any = None
+        try:
+            stream = await litellm.acompletion(**kwargs)
+            async for chunk in stream:
+                usage = getattr(chunk, "usage", None) or usage
+                for choice in chunk.choices or []:
+                    finish_reason = choice.finish_reason or finish_reason
+                    delta = choice.delta
+                    if delta is None:
+                        continue
+                    if delta.content:
+                        text_parts.append(delta.content)
+                        if on_text is not None:
+                            on_text(delta.content)
+                    for call in getattr(delta, "tool_calls", None) or []:
+                        _merge_tool_call(calls, call)
+        except asyncio.CancelledError:
+            raise
+        except JupyterCIError:
+            raise
+        except Exception as exc:
+            raise self._map_error(litellm, exc) from None
+        finally:
+            if stream is not None and hasattr(stream, "aclose"):
+                # Closing the HTTP stream on Stop (cancellation) makes a local server stop too.
+                await asyncio.shield(_close_quietly(stream))
+        text = "".join(text_parts)
+        tool_calls = tuple(
+            ToolCallRequest(c.get("id", ""), c.get("name", ""), c.get("arguments", ""))
+            for _, c in sorted(calls.items())
+        )
+        if not text.strip() and not tool_calls:
+            raise ModelError(
+                "bad_reply",
+                "The model sent an empty reply. With a local server this often means the "
+                "prompt did not fit its context window.",
+            )
+        if finish_reason is None:
+            raise ModelError("bad_reply", "The model's reply stream ended before it was complete.")
+        return ModelReply(
+            text, tool_calls, self._usage(litellm, usage, messages, text), finish_reason
+        )
+
+    def _usage(
+        self, litellm: Any, usage: Any, messages: Sequence[dict[str, Any]], text: str
+    ) -> TokenUsage:
+        if usage is not None and (usage.prompt_tokens or usage.completion_tokens):
+            prompt, completion, estimated = usage.prompt_tokens, usage.completion_tokens, False
+        else:
+            prompt = sum(estimate_tokens(str(m.get("content", ""))) for m in messages)
+            completion, estimated = estimate_tokens(text), True
+        try:
+            prompt_cost, completion_cost = litellm.cost_per_token(
+                model=self.name, prompt_tokens=prompt, completion_tokens=completion
+            )
+            cost: float | None = float(prompt_cost + completion_cost)
+        except Exception:
+            cost = None  # unknown price: not zero
+        return TokenUsage(int(prompt or 0), int(completion or 0), cost, estimated)
+
+    def _map_error(self, litellm: Any, exc: Exception) -> JupyterCIError:
+        message = scrub(str(exc), [self._api_key]).replace("litellm.", "")
+        if "No module named 'mcp'" in message:
+            return ConfigError(
+                "Tool calling through litellm needs the 'mcp' package, which is not installed.",
+                hint="Install it (pip install mcp), or set tool_calling to off.",
+                option="tool_calling",
+            )
+        status = getattr(exc, "status_code", None)
+        exceptions = litellm.exceptions
+        mid_stream = getattr(exceptions, "MidStreamFallbackError", None)
+        if mid_stream is not None and isinstance(exc, mid_stream):
+            # The stream broke off or carried garbage after it had started.
+            return ModelError("bad_reply", f"The model's reply stream broke off: {message}")
+        kind = "provider"
+        retry_after: float | None = None
+        if isinstance(exc, exceptions.ContextWindowExceededError):
+            kind = "context_overflow"
+        elif isinstance(exc, exceptions.AuthenticationError | exceptions.PermissionDeniedError):
+            kind = "auth"
+        elif isinstance(exc, exceptions.RateLimitError):
+            kind = "rate_limit"
+            retry_after = _retry_after(exc)
+        elif isinstance(exc, exceptions.NotFoundError):
+            message = f"Model {self.name!r} was not found by the provider. {message}"
+        elif isinstance(exc, exceptions.Timeout):
+            kind = "connection"
+            message = f"The model did not answer in time. {message}"
+        elif isinstance(exc, exceptions.APIConnectionError) or "Connection error" in message:
+            kind = "connection"
+        elif isinstance(exc, exceptions.BadRequestError) and "context" in message.lower():
+            kind = "context_overflow"
+        return ModelError(kind, message.strip(), status=status, retry_after=retry_after)
+
+
+def _merge_tool_call(calls: dict[int, dict[str, str]], delta: Any) -> None:
+    index = getattr(delta, "index", None) or 0
+    slot = calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
+    if getattr(delta, "id", None):
+        slot["id"] = delta.id
+    function = getattr(delta, "function", None)
+    if function is not None:
+        if getattr(function, "name", None):
+            slot["name"] = function.name
+        if getattr(function, "arguments", None):
+            slot["arguments"] += function.arguments
+
+
+def _retry_after(exc: Exception) -> float | None:
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None) or {}
+    value = headers.get("retry-after") if hasattr(headers, "get") else None
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+async def _close_quietly(stream: Any) -> None:
+    # A stream that fails to close is already closed for our purposes.
+    with contextlib.suppress(Exception):
+        await stream.aclose()
