@@ -18,7 +18,7 @@ export default defineConfig(
   },
   js.configs.recommended,
   {
-    files: ['labextension/src/**/*.{ts,tsx}'],
+    files: ['labextension/{src,test}/**/*.{ts,tsx}'],
     extends: [
       ...tseslint.configs.recommendedTypeChecked,
       reactHooks.configs.flat.recommended
@@ -51,6 +51,12 @@ export default defineConfig(
     files: ['**/*.{js,mjs}'],
     languageOptions: {
       sourceType: 'module'
+    }
+  },
+  {
+    files: ['scripts/**/*.mjs'],
+    languageOptions: {
+      globals: { console: 'readonly' }
     }
   },
   prettierConfig

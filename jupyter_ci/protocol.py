@@ -235,7 +235,7 @@ class RunCellCall(CallBase):
 
 
 class InspectVariablesCall(CallBase):
-    """List the kernel's variables."""
+    """Evaluate jupyter-ci's inspection expression in the kernel; the reply's ``text`` is JSON."""
 
     method: Literal["inspect_variables"]
     expression: str

@@ -1,0 +1,499 @@
+// generated from jupyter_ci/schema/protocol.schema.json by `jlpm build:protocol`; do not edit.
+//
+// The TypeScript types of jupyter-ci's protocol. Object definitions are
+// interfaces named I + the definition's name (`IStateEvent` for
+// `StateEvent`); unions and enums keep the definition's name (`RunEvent`,
+// `RunState`). `jlpm check:protocol` fails when this file is out of date.
+
+/**
+ * Where a run is (see jupyter_ci/agent/states.py).
+ */
+export type RunState =
+  | 'queued'
+  | 'generating'
+  | 'awaiting_approval'
+  | 'executing'
+  | 'fixing'
+  | 'done'
+  | 'failed'
+  | 'stopped';
+
+export type Mode = 'auto' | 'review' | 'insert';
+
+/**
+ * How a cell's execution ended.
+ */
+export type CellStatus = 'ok' | 'error' | 'aborted' | 'timed_out';
+
+/**
+ * An error as users and programs see it: a stable code, a message and what to
+ * do.
+ */
+export interface IErrorInfo {
+  code: string;
+  message: string;
+  hint?: string;
+  [key: string]: unknown;
+}
+
+/**
+ * Tokens and cost so far in a run. cost is null when the model's price is
+ * unknown.
+ */
+export interface IUsage {
+  /**
+   * An integer, at least 0.
+   */
+  prompt_tokens: number;
+  /**
+   * An integer, at least 0.
+   */
+  completion_tokens: number;
+  cost: number | null;
+}
+
+/**
+ * One nbformat v4 output (stream, display_data, execute_result or error).
+ */
+export interface IOutput {
+  output_type:
+    | 'stream'
+    | 'display_data'
+    | 'execute_result'
+    | 'error'
+    | 'update_display_data';
+  [key: string]: unknown;
+}
+
+/**
+ * A notebook cell as read from the browser.
+ */
+export interface ICellInfo {
+  id: string;
+  cell_type: 'code' | 'markdown' | 'raw';
+  source: string;
+  outputs?: IOutput[];
+  /**
+   * An integer.
+   */
+  execution_count?: number | null;
+  metadata?: Record<string, unknown>;
+}
+
+/**
+ * A variable in the kernel, summarised cheaply: the shape of each entry of the
+ * JSON that inspect_variables returns as text.
+ */
+export interface IVariableInfo {
+  name: string;
+  type: string;
+  summary?: string;
+  shape?: number[] | null;
+  columns?: string[] | null;
+  dtypes?: string[] | null;
+}
+
+/**
+ * The one-line status of a finished run, as numbers.
+ */
+export interface IRunSummary {
+  /**
+   * An integer, at least 0.
+   */
+  cells: number;
+  /**
+   * An integer, at least 0.
+   */
+  attempts: number;
+  usage: IUsage;
+  /**
+   * At least 0.
+   */
+  seconds: number;
+}
+
+export interface IEventBase {
+  run_id: string;
+  /**
+   * 1, 2, 3, ... per run; a reconnecting client asks for events after the last
+   * it saw. An integer, at least 1.
+   */
+  seq: number;
+  /**
+   * Seconds since the epoch.
+   */
+  time: number;
+}
+
+export interface IStateEvent extends IEventBase {
+  type: 'state';
+  state: RunState;
+  reason: string;
+}
+
+/**
+ * Text streamed from the model (prose for the panel, or code for cell_id).
+ */
+export interface ITokenEvent extends IEventBase {
+  type: 'token';
+  text: string;
+  cell_id: string | null;
+}
+
+export interface ICellInsertedEvent extends IEventBase {
+  type: 'cell_inserted';
+  cell_id: string;
+  after_id: string | null;
+  source: string;
+  /**
+   * An integer, at least 1.
+   */
+  step: number;
+}
+
+/**
+ * A cell's source was replaced by a fix; diff is a unified diff computed by the
+ * loop.
+ */
+export interface ICellUpdatedEvent extends IEventBase {
+  type: 'cell_updated';
+  cell_id: string;
+  source: string;
+  diff: string;
+  /**
+   * An integer, at least 1.
+   */
+  attempt: number;
+}
+
+export interface IExecutionStartedEvent extends IEventBase {
+  type: 'execution_started';
+  cell_id: string;
+  /**
+   * An integer, at least 1.
+   */
+  attempt: number;
+}
+
+/**
+ * A cell ran; digest is the text the model is shown of its outputs.
+ */
+export interface IExecutionFinishedEvent extends IEventBase {
+  type: 'execution_finished';
+  cell_id: string;
+  status: CellStatus;
+  /**
+   * An integer.
+   */
+  execution_count: number | null;
+  digest: string;
+  duration: number | null;
+}
+
+/**
+ * A new try of a cell begins ('attempt 2/3').
+ */
+export interface IAttemptEvent extends IEventBase {
+  type: 'attempt';
+  cell_id: string;
+  /**
+   * An integer, at least 1.
+   */
+  attempt: number;
+  /**
+   * An integer, at least 1.
+   */
+  max_attempts: number;
+}
+
+/**
+ * A complete message in the conversation (the model's prose, or a notice from
+ * jupyter-ci).
+ */
+export interface IMessageEvent extends IEventBase {
+  type: 'message';
+  role: 'user' | 'assistant' | 'notice';
+  text: string;
+}
+
+export interface IUsageEvent extends IEventBase {
+  type: 'usage';
+  usage: IUsage;
+}
+
+/**
+ * The run is over: done, failed or stopped, with the reason, the error if any,
+ * and the summary.
+ */
+export interface IFinishedEvent extends IEventBase {
+  type: 'finished';
+  state: 'done' | 'failed' | 'stopped';
+  reason: string;
+  error: IErrorInfo | null;
+  summary: IRunSummary;
+}
+
+/**
+ * Discriminated by `type`.
+ */
+export type RunEvent =
+  | IStateEvent
+  | ITokenEvent
+  | ICellInsertedEvent
+  | ICellUpdatedEvent
+  | IExecutionStartedEvent
+  | IExecutionFinishedEvent
+  | IAttemptEvent
+  | IMessageEvent
+  | IUsageEvent
+  | IFinishedEvent;
+
+/**
+ * A call from the server to the browser tab that owns a run. Every call names
+ * the notebook; cells are named by id, never 'the active cell'.
+ */
+export interface ICallBase {
+  call_id: string;
+  run_id: string;
+  notebook_path: string;
+}
+
+export interface IReadCellsCall extends ICallBase {
+  method: 'read_cells';
+}
+
+export interface IInsertCellCall extends ICallBase {
+  method: 'insert_cell';
+  after_id: string | null;
+  source: string;
+  metadata: Record<string, unknown>;
+}
+
+export interface IAppendSourceCall extends ICallBase {
+  method: 'append_source';
+  cell_id: string;
+  text: string;
+}
+
+export interface IReplaceSourceCall extends ICallBase {
+  method: 'replace_source';
+  cell_id: string;
+  source: string;
+}
+
+/**
+ * Run the cell in the notebook's kernel; the server keeps the timeout and sends
+ * interrupt when it expires.
+ */
+export interface IRunCellCall extends ICallBase {
+  method: 'run_cell';
+  cell_id: string;
+}
+
+/**
+ * Evaluate expression in the notebook's kernel as a user expression of an
+ * empty, silent execute request (no history, no execution count, no change to
+ * the user's namespace) and reply with its text/plain value as text.
+ */
+export interface IInspectVariablesCall extends ICallBase {
+  method: 'inspect_variables';
+  expression: string;
+}
+
+export interface IInterruptCall extends ICallBase {
+  method: 'interrupt';
+}
+
+/**
+ * Discriminated by `method`.
+ */
+export type Call =
+  | IReadCellsCall
+  | IInsertCellCall
+  | IAppendSourceCall
+  | IReplaceSourceCall
+  | IRunCellCall
+  | IInspectVariablesCall
+  | IInterruptCall;
+
+/**
+ * The browser's successful reply to a call. Which fields are set depends on the
+ * method: read_cells → cells; insert_cell → cell_id; run_cell → execution
+ * fields; inspect_variables → text.
+ */
+export interface ICallResult {
+  call_id: string;
+  ok: true;
+  cell_id?: string;
+  cells?: ICellInfo[];
+  status?: CellStatus;
+  outputs?: IOutput[];
+  /**
+   * An integer.
+   */
+  execution_count?: number | null;
+  /**
+   * When the kernel began the cell (its execute_input), seconds since the
+   * epoch.
+   */
+  started_at?: number | null;
+  /**
+   * Whether the browser cut outputs to fit the message size cap.
+   */
+  truncated?: boolean;
+  /**
+   * inspect_variables: the expression's text/plain value (JSON made by
+   * jupyter-ci's inspection code).
+   */
+  text?: string;
+}
+
+/**
+ * The browser could not do what a call asked (notebook closed, cell gone,
+ * kernel dead).
+ */
+export interface ICallFailure {
+  call_id: string;
+  ok: false;
+  error: IErrorInfo;
+}
+
+/**
+ * The browser says the kernel began the cell of a run_cell call (its
+ * execute_input): the server's timeout starts now.
+ */
+export interface ICallProgress {
+  call_id: string;
+  progress: 'started';
+  started_at: number;
+}
+
+/**
+ * Discriminated by `ok`.
+ */
+export type CallReply = ICallResult | ICallFailure;
+
+/**
+ * Start a run (from the panel, or a claimed %%ci handoff).
+ */
+export interface IStartRunRequest {
+  request: 'start_run';
+  notebook_path: string;
+  /**
+   * At least 1 character.
+   */
+  prompt: string;
+  options: Record<string, unknown>;
+  anchor_cell_id: string | null;
+  handoff_nonce: string | null;
+}
+
+export interface IStopRunRequest {
+  request: 'stop_run';
+  run_id: string;
+}
+
+/**
+ * The user's answer to a cell awaiting approval: run it (possibly edited), or
+ * reject it.
+ */
+export interface IReviewRequest {
+  request: 'review';
+  run_id: string;
+  cell_id: string;
+  decision: 'run' | 'reject';
+  /**
+   * The user's edited source, when they edited before running.
+   */
+  source: string | null;
+}
+
+/**
+ * After a reconnect: send the run's events with seq greater than after_seq.
+ */
+export interface IReplayRequest {
+  request: 'replay';
+  run_id: string;
+  /**
+   * An integer, at least 0.
+   */
+  after_seq: number;
+}
+
+/**
+ * Discriminated by `request`.
+ */
+export type ClientRequest =
+  IStartRunRequest | IStopRunRequest | IReviewRequest | IReplayRequest;
+
+/**
+ * What %%ci outputs (mime type application/vnd.jupyter-ci.handoff+json) when it
+ * hands a request to the JupyterLab frontend. The tab whose kernel client id
+ * equals the message's parent session claims it, by sending a start_run with
+ * the nonce; the server accepts each nonce once.
+ */
+export interface IHandoff {
+  version: 1;
+  /**
+   * At least 1 character.
+   */
+  prompt: string;
+  options: Record<string, unknown>;
+  cell_id: string;
+  /**
+   * At least 16 characters.
+   */
+  nonce: string;
+  jupyter_ci_version: string;
+}
+
+/**
+ * Every definition of the protocol schema by its name there:
+ * `IProtocolDefinitions['StateEvent']` is `IStateEvent`.
+ *
+ * jupyter-ci's messages: run events (server to clients), calls (server to the
+ * browser that owns a run, with replies), client requests (browser to server),
+ * and the magic's handoff payload. Version 1.
+ */
+export interface IProtocolDefinitions {
+  RunState: RunState;
+  Mode: Mode;
+  CellStatus: CellStatus;
+  ErrorInfo: IErrorInfo;
+  Usage: IUsage;
+  Output: IOutput;
+  CellInfo: ICellInfo;
+  VariableInfo: IVariableInfo;
+  RunSummary: IRunSummary;
+  EventBase: IEventBase;
+  StateEvent: IStateEvent;
+  TokenEvent: ITokenEvent;
+  CellInsertedEvent: ICellInsertedEvent;
+  CellUpdatedEvent: ICellUpdatedEvent;
+  ExecutionStartedEvent: IExecutionStartedEvent;
+  ExecutionFinishedEvent: IExecutionFinishedEvent;
+  AttemptEvent: IAttemptEvent;
+  MessageEvent: IMessageEvent;
+  UsageEvent: IUsageEvent;
+  FinishedEvent: IFinishedEvent;
+  RunEvent: RunEvent;
+  CallBase: ICallBase;
+  ReadCellsCall: IReadCellsCall;
+  InsertCellCall: IInsertCellCall;
+  AppendSourceCall: IAppendSourceCall;
+  ReplaceSourceCall: IReplaceSourceCall;
+  RunCellCall: IRunCellCall;
+  InspectVariablesCall: IInspectVariablesCall;
+  InterruptCall: IInterruptCall;
+  Call: Call;
+  CallResult: ICallResult;
+  CallFailure: ICallFailure;
+  CallProgress: ICallProgress;
+  CallReply: CallReply;
+  StartRunRequest: IStartRunRequest;
+  StopRunRequest: IStopRunRequest;
+  ReviewRequest: IReviewRequest;
+  ReplayRequest: IReplayRequest;
+  ClientRequest: ClientRequest;
+  Handoff: IHandoff;
+}

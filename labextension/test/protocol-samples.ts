@@ -1,0 +1,356 @@
+/**
+ * Sample protocol messages, typed with the generated types of
+ * `../src/protocol`. `jlpm check:protocol` compiles this file (so each sample
+ * must type-check as its definition) and then validates every sample against
+ * the JSON Schema: valid samples must be accepted, invalid ones refused.
+ *
+ * Invalid samples marked `@ts-expect-error` are refused by the TypeScript
+ * types too (the compile fails if they are not); the others break a rule the
+ * types cannot express (a minimum, a minimum length, an integer).
+ */
+import type { IProtocolDefinitions } from '../src/protocol';
+
+/**
+ * The name of a definition in the protocol schema.
+ */
+export type DefinitionName = keyof IProtocolDefinitions;
+
+/**
+ * A message and the schema definition it is checked against.
+ */
+export interface ISample {
+  /**
+   * The definition (`#/$defs/<definition>`).
+   */
+  definition: DefinitionName;
+  /**
+   * Whether the schema must accept the message.
+   */
+  valid: boolean;
+  /**
+   * What is wrong with an invalid sample (shown when the schema accepts it).
+   */
+  why: string;
+  /**
+   * The message.
+   */
+  message: unknown;
+}
+
+function valid<K extends DefinitionName>(
+  definition: K,
+  message: IProtocolDefinitions[K]
+): ISample {
+  return { definition, valid: true, why: '', message };
+}
+
+function invalid<K extends DefinitionName>(
+  definition: K,
+  why: string,
+  message: IProtocolDefinitions[K]
+): ISample {
+  return { definition, valid: false, why, message };
+}
+
+const base = { run_id: 'r1', seq: 3, time: 1700000000.5 };
+const call = { call_id: 'k1', run_id: 'r1', notebook_path: 'a/b.ipynb' };
+const usage = { prompt_tokens: 10, completion_tokens: 5, cost: null };
+const summary = { cells: 1, attempts: 3, usage, seconds: 4.2 };
+const stream = { output_type: 'stream', name: 'stdout', text: 'hi\n' } as const;
+
+/**
+ * Messages the schema accepts: every member of every union, and a sample of
+ * each other definition.
+ */
+export const VALID: ISample[] = [
+  valid('RunState', 'awaiting_approval'),
+  valid('Mode', 'review'),
+  valid('CellStatus', 'timed_out'),
+  valid('ErrorInfo', { code: 'kernel_dead', message: 'The kernel died.' }),
+  valid('Usage', { ...usage, cost: 0.0012 }),
+  valid('Output', stream),
+  valid('CellInfo', { id: 'c1', cell_type: 'markdown', source: '# Title' }),
+  valid('VariableInfo', {
+    name: 'df',
+    type: 'DataFrame',
+    summary: '150 rows × 5 columns',
+    shape: [150, 5],
+    columns: ['sepal_length', 'species'],
+    dtypes: ['float64', 'object']
+  }),
+  valid('VariableInfo', { name: 'x', type: 'int', shape: null }),
+  valid('RunSummary', summary),
+
+  // RunEvent: each member.
+  valid('RunEvent', {
+    ...base,
+    type: 'state',
+    state: 'fixing',
+    reason: 'cell_error'
+  }),
+  valid('RunEvent', { ...base, type: 'token', text: 'impo', cell_id: 'c1' }),
+  valid('RunEvent', { ...base, type: 'token', text: 'Sure', cell_id: null }),
+  valid('RunEvent', {
+    ...base,
+    type: 'cell_inserted',
+    cell_id: 'c2',
+    after_id: null,
+    source: '',
+    step: 1
+  }),
+  valid('RunEvent', {
+    ...base,
+    type: 'cell_updated',
+    cell_id: 'c2',
+    source: 'x = 1',
+    diff: '-x = y\n+x = 1',
+    attempt: 2
+  }),
+  valid('RunEvent', {
+    ...base,
+    type: 'execution_started',
+    cell_id: 'c2',
+    attempt: 1
+  }),
+  valid('RunEvent', {
+    ...base,
+    type: 'execution_finished',
+    cell_id: 'c2',
+    status: 'timed_out',
+    execution_count: null,
+    digest: '…',
+    duration: 120.0
+  }),
+  valid('RunEvent', {
+    ...base,
+    type: 'attempt',
+    cell_id: 'c2',
+    attempt: 2,
+    max_attempts: 3
+  }),
+  valid('RunEvent', {
+    ...base,
+    type: 'message',
+    role: 'notice',
+    text: 'Stopped.'
+  }),
+  valid('RunEvent', { ...base, type: 'usage', usage }),
+  valid('RunEvent', {
+    ...base,
+    type: 'finished',
+    state: 'failed',
+    reason: 'max_attempts',
+    error: { code: 'cell_error', message: 'NameError: x', hint: '' },
+    summary
+  }),
+  valid('RunEvent', {
+    ...base,
+    type: 'finished',
+    state: 'done',
+    reason: 'completed',
+    error: null,
+    summary
+  }),
+
+  // Call: each member.
+  valid('Call', { ...call, method: 'read_cells' }),
+  valid('Call', {
+    ...call,
+    method: 'insert_cell',
+    after_id: 'c1',
+    source: '',
+    metadata: { jupyter_ci: { run_id: 'r1' } }
+  }),
+  valid('Call', {
+    ...call,
+    method: 'append_source',
+    cell_id: 'c2',
+    text: 'import '
+  }),
+  valid('Call', {
+    ...call,
+    method: 'replace_source',
+    cell_id: 'c2',
+    source: 'print(1)'
+  }),
+  valid('Call', { ...call, method: 'run_cell', cell_id: 'c2' }),
+  valid('Call', { ...call, method: 'inspect_variables', expression: '1' }),
+  valid('Call', { ...call, method: 'interrupt' }),
+
+  // CallReply: both members, and a progress note.
+  valid('CallReply', {
+    call_id: 'k3',
+    ok: true,
+    status: 'ok',
+    execution_count: 4,
+    started_at: 1.0,
+    truncated: false,
+    outputs: [stream]
+  }),
+  valid('CallReply', {
+    call_id: 'k4',
+    ok: true,
+    cells: [
+      {
+        id: 'c1',
+        cell_type: 'code',
+        source: 'x = 1',
+        outputs: [],
+        execution_count: null,
+        metadata: {}
+      }
+    ]
+  }),
+  valid('CallReply', { call_id: 'k5', ok: true, text: '[]' }),
+  valid('CallReply', {
+    call_id: 'k6',
+    ok: false,
+    error: { code: 'cell_not_found', message: 'no cell c9' }
+  }),
+  valid('CallProgress', {
+    call_id: 'k3',
+    progress: 'started',
+    started_at: 2.5
+  }),
+
+  // ClientRequest: each member.
+  valid('ClientRequest', {
+    request: 'start_run',
+    notebook_path: 'a.ipynb',
+    prompt: 'plot $x {y}',
+    options: { max_attempts: 2 },
+    anchor_cell_id: 'c0',
+    handoff_nonce: null
+  }),
+  valid('ClientRequest', { request: 'stop_run', run_id: 'r1' }),
+  valid('ClientRequest', {
+    request: 'review',
+    run_id: 'r1',
+    cell_id: 'c2',
+    decision: 'run',
+    source: null
+  }),
+  valid('ClientRequest', { request: 'replay', run_id: 'r1', after_seq: 0 }),
+
+  valid('Handoff', {
+    version: 1,
+    prompt: 'plot the iris data',
+    options: {},
+    cell_id: 'c0',
+    nonce: '0123456789abcdef0123',
+    jupyter_ci_version: '0.1.0'
+  })
+];
+
+/**
+ * Messages the schema refuses.
+ */
+export const INVALID: ISample[] = [
+  invalid('RunEvent', 'an unknown run state', {
+    ...base,
+    type: 'state',
+    // @ts-expect-error -- not a RunState
+    state: 'dancing',
+    reason: ''
+  }),
+  // @ts-expect-error -- cell_id is required (it may be null)
+  invalid('RunEvent', 'a token without cell_id', {
+    ...base,
+    type: 'token',
+    text: 'x'
+  }),
+  invalid('RunEvent', 'seq starts at 1', {
+    ...base,
+    seq: 0,
+    type: 'usage',
+    usage
+  }),
+  invalid('RunEvent', 'a fractional seq', {
+    ...base,
+    seq: 1.5,
+    type: 'usage',
+    usage
+  }),
+  invalid('RunEvent', 'a property no event has', {
+    ...base,
+    type: 'usage',
+    usage,
+    // @ts-expect-error -- events are closed
+    key: 'sk-1'
+  }),
+  invalid('RunEvent', 'finished with a state that is not final', {
+    ...base,
+    type: 'finished',
+    // @ts-expect-error -- only done, failed or stopped
+    state: 'executing',
+    reason: '',
+    error: null,
+    summary
+  }),
+  // @ts-expect-error -- a call names its notebook
+  invalid('Call', 'a call without notebook_path', {
+    call_id: 'k',
+    run_id: 'r',
+    method: 'interrupt'
+  }),
+  invalid('Call', 'an unknown method', {
+    ...call,
+    // @ts-expect-error -- not a call method
+    method: 'rm_rf'
+  }),
+  // @ts-expect-error -- a failure carries its error
+  invalid('CallReply', 'a failure without error', { call_id: 'k', ok: false }),
+  invalid('CallReply', 'a result with a failure field', {
+    call_id: 'k',
+    ok: true,
+    // @ts-expect-error -- results are closed
+    error: { code: 'x', message: 'y' }
+  }),
+  invalid('ClientRequest', 'an empty prompt', {
+    request: 'start_run',
+    notebook_path: 'a',
+    prompt: '',
+    options: {},
+    anchor_cell_id: null,
+    handoff_nonce: null
+  }),
+  invalid('ClientRequest', 'a property stop_run does not have', {
+    request: 'stop_run',
+    run_id: 'r1',
+    // @ts-expect-error -- requests are closed
+    reason: 'bored'
+  }),
+  invalid('ClientRequest', 'a negative after_seq', {
+    request: 'replay',
+    run_id: 'r1',
+    after_seq: -1
+  }),
+  invalid('Handoff', 'another protocol version', {
+    // @ts-expect-error -- version 1 only
+    version: 2,
+    prompt: 'p',
+    options: {},
+    cell_id: 'c',
+    nonce: '0000000000000000',
+    jupyter_ci_version: '9'
+  }),
+  invalid('Handoff', 'a short nonce', {
+    version: 1,
+    prompt: 'p',
+    options: {},
+    cell_id: 'c',
+    nonce: 'abc',
+    jupyter_ci_version: '9'
+  }),
+  invalid('CellInfo', 'an unknown cell type', {
+    id: 'c1',
+    // @ts-expect-error -- code, markdown or raw
+    cell_type: 'sql',
+    source: ''
+  }),
+  // @ts-expect-error -- cost is required (it may be null)
+  invalid('Usage', 'usage without cost', {
+    prompt_tokens: 1,
+    completion_tokens: 1
+  })
+];
