@@ -196,9 +196,9 @@ OPTIONS: tuple[Option, ...] = (
         "tool_calling",
         str,
         "auto",
-        "How the model hands over code. on: through a run_python tool call (with litellm this "
-        "needs the mcp package); off: fenced code blocks; auto: fenced code blocks, which every "
-        "model and local server understands.",
+        "How the model hands over code. on: through a run_python tool call (for providers that "
+        "support tools); off: fenced code blocks; auto: fenced code blocks, which every model "
+        "and local server understands.",
         choices=TOOL_CALLING,
     ),
     Option(

@@ -124,6 +124,10 @@ class LiteLLMModel:
             kwargs["api_key"] = self._api_key
         if tools:
             kwargs["tools"] = list(tools)
+            # Without this, litellm 1.106 imports its MCP server module for any tools= call and
+            # fails unless the mcp package is installed (TOOLCHAIN.md). tests/test_models.py
+            # checks tool calls still work, so a litellm release that drops it is caught.
+            kwargs["_skip_mcp_handler"] = True
         text_parts: list[str] = []
         calls: dict[int, dict[str, str]] = {}
         usage: Any = None
@@ -237,8 +241,10 @@ def _merge_tool_call(calls: dict[int, dict[str, str]], delta: Any) -> None:
 
 
 def _retry_after(exc: Exception) -> float | None:
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None) or {}
+    # litellm keeps the provider's headers here; the wrapped response's headers are empty.
+    headers = getattr(exc, "litellm_response_headers", None) or {}
+    if not headers:
+        headers = getattr(getattr(exc, "response", None), "headers", None) or {}
     value = headers.get("retry-after") if hasattr(headers, "get") else None
     try:
         return float(value) if value is not None else None
