@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, TextIO
 
 from jupyter_core.application import JupyterApp
+from traitlets import Bool, Unicode
 
 from ._version import __version__
 from .config import JupyterCI
@@ -57,6 +58,123 @@ class ConfigApp(JupyterApp):
         print(describe(settings))
 
 
+class ProgressPrinter:
+    """Turns run events into short progress lines on a stream (stderr), for people watching."""
+
+    def __init__(self, stream: TextIO, max_attempts: int) -> None:
+        self.stream = stream
+        self.max_attempts = max_attempts
+        self.cell_numbers: dict[str, int] = {}
+        self.live = stream.isatty()
+        self._dots = 0
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        """Print what ``event`` means, if anything."""
+        kind = event["type"]
+        line = ""
+        if kind == "token":
+            if self.live:
+                self._dots += 1
+                if self._dots % 20 == 0:
+                    self.stream.write(".")
+                    self.stream.flush()
+            return
+        if kind == "cell_inserted":
+            number = self.cell_numbers.setdefault(event["cell_id"], len(self.cell_numbers) + 1)
+            line = f"cell {number} inserted"
+        elif kind == "attempt":
+            number = self.cell_numbers.get(event["cell_id"], 0)
+            line = f"running cell {number} (attempt {event['attempt']}/{event['max_attempts']})"
+        elif kind == "execution_finished":
+            status = event["status"]
+            first = event["digest"].strip().splitlines()[-1:] if status != "ok" else []
+            detail = f": {first[0][:120]}" if first else ""
+            duration = event["duration"]
+            took = f" in {duration:.1f} s" if duration is not None else ""
+            line = f"  {status}{took}{detail}"
+        elif kind == "cell_updated" and event["attempt"] > 1:
+            line = f"  fix received (attempt {event['attempt']}/{self.max_attempts})"
+        elif kind == "message":
+            line = ("notice: " if event["role"] == "notice" else "") + event["text"]
+        elif kind == "state" and event["state"] in ("generating", "fixing"):
+            line = f"{event['state']}…"
+        if line:
+            if self._dots:
+                self.stream.write("\n")
+                self._dots = 0
+            self.stream.write(line + "\n")
+            self.stream.flush()
+
+
+class RunApp(JupyterApp):
+    """``jupyter ci run NOTEBOOK "request"``: generate and run cells in a notebook file."""
+
+    name = "jupyter-ci-run"
+    description = (
+        "Run a request against a notebook file, headless: a kernel is started for it, generated "
+        "cells are appended after the last cell with their outputs, and the file is written "
+        "atomically. Exit codes: 0 done, 1 the task failed within its caps, 2 usage or "
+        "configuration error."
+    )
+    examples = 'jupyter ci run analysis.ipynb "plot the iris data" --model openai/gpt-4o-mini'
+    version = __version__
+    classes = [JupyterCI]
+    aliases = {**_option_aliases(), "kernel": "RunApp.kernel_name"}
+    flags = {
+        **JupyterApp.flags,
+        **_option_flags(),
+        "restore": ({"RunApp": {"restore": True}}, "Re-run the notebook's code cells first."),
+    }
+    config_file_name = "jupyter_server_config"
+    restore = Bool(False, help="Re-run the notebook's code cells first.").tag(config=True)
+    kernel_name = Unicode("", help="Kernel to use instead of the notebook's own.").tag(config=True)
+
+    def start(self) -> None:
+        """Run and exit with the outcome's code."""
+        self.exit(self.run())
+
+    def run(self) -> int:
+        """Do the run; return the exit code."""
+        from .api import run_notebook
+        from .errors import ConfigError
+
+        if len(self.extra_args) != 2:
+            print('usage: jupyter ci run NOTEBOOK "request" [options]', file=sys.stderr)
+            return 2
+        path, prompt = self.extra_args
+        if not prompt.strip():
+            print("jupyter-ci: the request is empty.", file=sys.stderr)
+            return 2
+        try:
+            settings = resolve_settings(JupyterCI(parent=self).as_layers())
+            if not settings.model:
+                raise ConfigError.no_model()
+        except JupyterCIError as err:
+            print(f"jupyter-ci: {err}", file=sys.stderr)
+            return 2
+        printer = ProgressPrinter(sys.stderr, settings.max_attempts)
+        try:
+            outcome = run_notebook(
+                path,
+                prompt,
+                settings=settings,
+                restore=self.restore,
+                on_event=printer,
+                kernel_name=self.kernel_name or None,
+            )
+        except JupyterCIError as err:
+            print(f"jupyter-ci: {err}", file=sys.stderr)
+            return 2 if isinstance(err, ConfigError) else 1
+        if outcome.answer:
+            print(outcome.answer)
+        if outcome.error is not None:
+            print(f"jupyter-ci: {outcome.error}", file=sys.stderr)
+        print(outcome.status_line(), file=sys.stderr)
+        if outcome.ok:
+            return 0
+        return 2 if outcome.reason == "config_error" else 1
+
+
 class JupyterCIApp(JupyterApp):
     """``jupyter ci``: jupyter-ci's command line."""
 
@@ -69,6 +187,7 @@ class JupyterCIApp(JupyterApp):
     classes = [JupyterCI]
     subcommands = {
         "config": (ConfigApp, ConfigApp.description),
+        "run": (RunApp, RunApp.description),
     }
 
     def start(self) -> None:

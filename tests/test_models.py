@@ -79,9 +79,9 @@ async def test_tool_calls_are_assembled_without_the_mcp_package() -> None:
     ],
 )
 async def test_faults_become_clear_model_errors(fault: Fault, kind: str, words: str) -> None:
-    with ScriptedModelServer([Reply.fail(fault, content="partial text here")]) as server:
-        with pytest.raises(ModelError) as err:
-            await model_for(server).complete(MESSAGES)
+    script = [Reply.fail(fault, content="partial text here")]
+    with ScriptedModelServer(script) as server, pytest.raises(ModelError) as err:
+        await model_for(server).complete(MESSAGES)
     assert err.value.kind == kind, err.value
     assert words in str(err.value)
     assert KEY not in str(err.value)
@@ -159,3 +159,16 @@ def test_estimate_tokens() -> None:
     assert estimate_tokens("") == 0
     assert estimate_tokens("abcd") == 1
     assert estimate_tokens("abcde") == 2
+
+
+def test_custom_endpoint_never_gets_a_provider_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-provider-key-must-not-travel-1234")
+    monkeypatch.delenv("JUPYTER_CI_API_KEY", raising=False)
+    local = LiteLLMModel(Settings(model="openai/local", api_base="http://127.0.0.1:1/v1"))
+    assert local._api_key == "no-key"
+    monkeypatch.setenv("JUPYTER_CI_API_KEY", "sk-named-for-this-endpoint-1234")
+    named = LiteLLMModel(Settings(model="openai/local", api_base="http://127.0.0.1:1/v1"))
+    assert named._api_key == "sk-named-for-this-endpoint-1234"
+    monkeypatch.delenv("JUPYTER_CI_API_KEY")
+    provider = LiteLLMModel(Settings(model="openai/gpt-4o-mini"))
+    assert provider._api_key is None  # litellm then uses the provider's own variable

@@ -88,6 +88,7 @@ END_REASONS: dict[RunState, frozenset[str]] = {
             "kernel_died",
             "budget_exceeded",
             "bad_code_block",
+            "missing_package",
             "internal_error",
         }
     ),

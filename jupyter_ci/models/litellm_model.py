@@ -23,6 +23,8 @@ from .base import ModelReply, TextCallback, TokenUsage, ToolCallRequest
 from .scrub import scrub
 
 _import_lock = threading.Lock()
+#: Sent to a custom api_base when no key is configured (local servers accept anything).
+NO_KEY = "no-key"
 #: Rate-limit retries: how many, and the longest wait honoured from a Retry-After.
 MAX_RATE_LIMIT_RETRIES = 2
 MAX_RETRY_WAIT = 20.0
@@ -59,7 +61,13 @@ class LiteLLMModel:
     ) -> None:
         self.name = settings.model
         self.api_base = settings.api_base or None
-        self._api_key = api_key if api_key is not None else os.environ.get(settings.api_key_env)
+        if api_key is None:
+            api_key = os.environ.get(settings.api_key_env) or None
+        if api_key is None and self.api_base:
+            # A custom endpoint gets only the key named for it (api_key_env), never a provider's
+            # variable such as OPENAI_API_KEY; local servers need none, but the client wants one.
+            api_key = NO_KEY
+        self._api_key = api_key
         self.request_timeout = request_timeout
         self.vision = vision
         self._litellm: Any = None
@@ -210,7 +218,10 @@ class LiteLLMModel:
         retry_after: float | None = None
         if isinstance(exc, exceptions.ContextWindowExceededError):
             kind = "context_overflow"
-        elif isinstance(exc, exceptions.AuthenticationError | exceptions.PermissionDeniedError):
+        elif (
+            isinstance(exc, exceptions.AuthenticationError | exceptions.PermissionDeniedError)
+            or "Missing credentials" in message
+        ):
             kind = "auth"
         elif isinstance(exc, exceptions.RateLimitError):
             kind = "rate_limit"

@@ -1,0 +1,708 @@
+"""The agent loop: generate → insert → run → read back → fix, written once.
+
+It acts only through a :class:`~jupyter_ci.agent.workspace.Workspace` and a
+:class:`~jupyter_ci.models.base.Model`, reports progress as protocol events (see
+``jupyter_ci/schema/protocol.schema.json``), and ends in exactly one of done, failed or stopped,
+with a reason. Counting follows DESIGN.md §8: ``max_attempts`` counts every try of a cell,
+``max_steps`` counts generated cells, the token and cost caps cover the whole run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import re
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import (
+    BadCodeBlock,
+    BudgetExceeded,
+    CellError,
+    CellTimeout,
+    ConfigError,
+    InternalError,
+    JupyterCIError,
+    KernelDied,
+    ModelError,
+    StoppedByUser,
+)
+from ..models.base import Model, ModelReply, TokenUsage
+from ..settings import Settings
+from .context import build_context
+from .digest import Digest, digest_outputs, new_nonce, wrap_untrusted
+from .extract import code_from_tool_arguments, extract_code
+from .prompts import render
+from .states import RunState, RunStateMachine
+from .streaming import FenceStream
+from .workspace import CellStatus, Execution, Workspace
+
+#: Receives each run event (a dict matching the protocol's RunEvent).
+EventCallback = Callable[[dict[str, Any]], None]
+
+#: Characters of one execution's digest shown to the model.
+DIGEST_CHARS = 4000
+#: Tokens kept free for the request and the model's reply when sizing the notebook view.
+RESERVED_TOKENS = 1200
+
+#: Import names whose pip package is named differently.
+PIP_NAMES = {
+    "sklearn": "scikit-learn",
+    "cv2": "opencv-python",
+    "PIL": "pillow",
+    "yaml": "pyyaml",
+    "bs4": "beautifulsoup4",
+    "skimage": "scikit-image",
+    "dateutil": "python-dateutil",
+}
+
+RUN_PYTHON_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "run_python",
+        "description": "Insert a code cell with this Python code into the notebook and run it.",
+        "parameters": {
+            "type": "object",
+            "properties": {"code": {"type": "string", "description": "The cell's code."}},
+            "required": ["code"],
+        },
+    },
+}
+
+
+@dataclass(frozen=True)
+class ReviewDecision:
+    """The user's answer to a cell awaiting approval: ``run`` (maybe edited) or ``reject``."""
+
+    decision: str
+    source: str | None = None
+
+
+#: Asked, in review mode, for each new or fixed cell: (cell id, source, diff) → decision.
+Approver = Callable[[str, str, str], Awaitable[ReviewDecision]]
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """What to do: the request, its settings, and where in the notebook."""
+
+    prompt: str
+    settings: Settings
+    #: Generated cells go after this cell (the ``%%ci`` cell); None: at the end of the notebook.
+    anchor_id: str | None = None
+    #: Earlier messages of this notebook's conversation (user/assistant turns).
+    history: Sequence[dict[str, Any]] = ()
+
+
+@dataclass
+class RunOutcome:
+    """How a run ended, with everything its status line needs."""
+
+    run_id: str
+    state: RunState
+    reason: str
+    error: JupyterCIError | None
+    cells: list[str]
+    attempts: int
+    usage: TokenUsage
+    seconds: float
+    answer: str = ""
+    notices: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """Whether the run finished (``done``)."""
+        return self.state is RunState.DONE
+
+    def summary(self) -> dict[str, Any]:
+        """The protocol's RunSummary."""
+        return {
+            "cells": len(self.cells),
+            "attempts": self.attempts,
+            "usage": _usage_dict(self.usage),
+            "seconds": round(self.seconds, 3),
+        }
+
+    def status_line(self) -> str:
+        """One line: state, cells, attempts, tokens, cost, time."""
+        cost = "cost unknown" if self.usage.cost is None else f"${self.usage.cost:.4f}"
+        tokens = f"{self.usage.total_tokens:,} tokens" + (" (est.)" if self.usage.estimated else "")
+        cells = f"{len(self.cells)} cell" + ("" if len(self.cells) == 1 else "s")
+        attempts = f"{self.attempts} attempt" + ("" if self.attempts == 1 else "s")
+        head = f"jupyter-ci: {self.state.value}"
+        if self.state is not RunState.DONE or self.reason not in ("answered",):
+            head += f" ({self.reason})"
+        return f"{head} — {cells}, {attempts}, {tokens}, {cost}, {self.seconds:.1f} s"
+
+
+class _NoStream:
+    """Marker: this model call must not stream code into a new cell (fixes replace a cell)."""
+
+
+NO_STREAM = _NoStream()
+
+
+class _Finish(Exception):
+    """Internal: end the run now with this state and reason."""
+
+    def __init__(self, state: RunState, reason: str, error: JupyterCIError | None = None) -> None:
+        super().__init__(reason)
+        self.state = state
+        self.reason = reason
+        self.error = error
+
+
+class AgentRun:
+    """One run of the loop. Create it, ``await run()``; ``stop()`` ends it from outside."""
+
+    def __init__(
+        self,
+        request: RunRequest,
+        workspace: Workspace,
+        model: Model,
+        *,
+        run_id: str | None = None,
+        on_event: EventCallback | None = None,
+        approve: Approver | None = None,
+        use_tools: bool = False,
+    ) -> None:
+        self.request = request
+        self.settings = request.settings
+        self.workspace = workspace
+        self.model = model
+        self.run_id = run_id or uuid.uuid4().hex
+        self.on_event = on_event
+        self.approve = approve
+        self.use_tools = use_tools
+        self.machine = RunStateMachine()
+        self.nonce = new_nonce()
+        self.usage = TokenUsage()
+        self.cells: list[str] = []
+        self.attempts = 0
+        self.notices: list[str] = []
+        self._seq = 0
+        self._stopping = False
+        self._model_task: asyncio.Task[ModelReply] | None = None
+        self._executing = False
+        self._interrupt_task: asyncio.Future[None] | None = None
+        self._cost_notice_given = False
+        self._started = time.monotonic()
+
+    # --- control ------------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Stop the run: abort the model stream and interrupt the kernel if a cell is running."""
+        if self.machine.terminal or self._stopping:
+            return
+        self._stopping = True
+        if self._model_task is not None and not self._model_task.done():
+            self._model_task.cancel()
+        if self._executing:
+            self._interrupt_task = asyncio.ensure_future(self.workspace.interrupt())
+
+    # --- events -------------------------------------------------------------------------------
+
+    def emit(self, event_type: str, **fields: Any) -> None:
+        """Send one run event (with run id, sequence number and time) to the listener."""
+        self._seq += 1
+        event = {"run_id": self.run_id, "seq": self._seq, "time": time.time(), "type": event_type}
+        event.update(fields)
+        if self.on_event is not None:
+            self.on_event(event)
+
+    def _move(self, state: RunState, reason: str = "") -> None:
+        if self.machine.state is state:
+            return
+        self.machine.advance(state, reason)
+        self.emit("state", state=state.value, reason=reason)
+
+    def _notice(self, text: str) -> None:
+        self.notices.append(text)
+        self.emit("message", role="notice", text=text)
+
+    # --- the loop -----------------------------------------------------------------------------
+
+    async def run(self) -> RunOutcome:
+        """Run to the end; never raises for the run's own failures (they are in the outcome)."""
+        self._started = time.monotonic()
+        answer = ""
+        try:
+            self._check_mode()
+            self._move(RunState.GENERATING)
+            messages = await self._first_messages()
+            after_id = await self._insertion_point()
+            step = 0
+            while True:
+                reply, code, cell_id = await self._generate(messages, stream_after=after_id)
+                messages.append({"role": "assistant", "content": reply.text or code or ""})
+                if code is None:
+                    answer = reply.text.strip()
+                    if answer:
+                        self.emit("message", role="assistant", text=answer)
+                    raise _Finish(RunState.DONE, "answered")
+                step += 1
+                if cell_id is None:
+                    cell_id = await self._insert(after_id, code, step)
+                after_id = cell_id
+                if self.settings.mode == "insert":
+                    raise _Finish(RunState.DONE, "inserted")
+                _, digest = await self._run_until_fixed(cell_id, code, messages)
+                if step >= self.settings.max_steps:
+                    raise _Finish(RunState.DONE, "max_steps")
+                messages.append(
+                    self._user_message(
+                        render(
+                            "cell_succeeded",
+                            step=step,
+                            max_steps=self.settings.max_steps,
+                            digest=self._wrap(digest.text),
+                        ),
+                        digest,
+                    )
+                )
+                self._move(RunState.GENERATING)
+        except _Finish as finish:
+            return self._end(finish.state, finish.reason, finish.error, answer)
+        except asyncio.CancelledError:
+            if not self._stopping:
+                raise
+            return self._end(RunState.STOPPED, "user", StoppedByUser(), answer)
+        except StoppedByUser as err:
+            return self._end(RunState.STOPPED, "user", err, answer)
+        except KernelDied as err:
+            return self._end(RunState.FAILED, "kernel_died", err, answer)
+        except BudgetExceeded as err:
+            return self._end(RunState.FAILED, "budget_exceeded", err, answer)
+        except ModelError as err:
+            return self._end(RunState.FAILED, "model_error", err, answer)
+        except ConfigError as err:
+            return self._end(RunState.FAILED, "config_error", err, answer)
+        except BadCodeBlock as err:
+            return self._end(RunState.FAILED, "bad_code_block", err, answer)
+        except Exception as exc:  # a bug of ours: reported, never hidden
+            error = InternalError(f"{type(exc).__name__}: {exc}")
+            return self._end(RunState.FAILED, "internal_error", error, answer)
+
+    def _check_mode(self) -> None:
+        if self.settings.mode == "review" and self.approve is None:
+            raise ConfigError(
+                "Review mode needs a frontend to approve cells (the JupyterLab panel).",
+                hint="Use --mode auto or --no-run here.",
+                option="mode",
+            )
+
+    async def _insertion_point(self) -> str | None:
+        if self.request.anchor_id is not None:
+            return self.request.anchor_id
+        cells = await self.workspace.read_cells()
+        return cells[-1].id if cells else None
+
+    async def _first_messages(self) -> list[dict[str, Any]]:
+        cells = await self.workspace.read_cells()
+        variables = await self.workspace.inspect_variables()
+        system = render("system")
+        request_tokens = self.model.count_tokens(system + self.request.prompt)
+        budget = max(self.settings.context_tokens - request_tokens - RESERVED_TOKENS, 200)
+        context = build_context(
+            cells,
+            variables,
+            anchor_id=self.request.anchor_id,
+            budget_tokens=budget,
+            count_tokens=self.model.count_tokens,
+            nonce=self.nonce,
+        )
+        messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
+        messages.extend(dict(m) for m in self.request.history)
+        messages.append(
+            {
+                "role": "user",
+                "content": render(
+                    "request",
+                    notebook=context.notebook,
+                    variables=context.variables,
+                    request=self.request.prompt,
+                ),
+            }
+        )
+        return messages
+
+    async def _run_until_fixed(
+        self, cell_id: str, code: str, messages: list[dict[str, Any]]
+    ) -> tuple[Execution, Digest]:
+        """Run the cell; on failure ask for fixes until it succeeds or attempts run out."""
+        attempt = 1
+        source = code
+        while True:
+            if self.settings.mode == "review":
+                source = await self._review(cell_id, source, "")
+            execution, digest = await self._execute(cell_id, attempt)
+            if execution.status is CellStatus.OK:
+                return execution, digest
+            self._raise_if_user_stop(execution)
+            error = self._error_of(execution)
+            missing = _missing_package(execution)
+            if missing is not None:
+                await self._propose_pip(missing, cell_id)
+            if attempt >= self.settings.max_attempts:
+                raise _Finish(RunState.FAILED, "max_attempts", error)
+            self._move(RunState.FIXING)
+            prompt = (
+                render(
+                    "cell_timed_out",
+                    seconds=f"{self.settings.timeout:g}",
+                    attempt=attempt,
+                    max_attempts=self.settings.max_attempts,
+                    digest=self._wrap(digest.text),
+                )
+                if execution.status is CellStatus.TIMED_OUT
+                else render(
+                    "cell_failed",
+                    attempt=attempt,
+                    max_attempts=self.settings.max_attempts,
+                    digest=self._wrap(digest.text),
+                )
+            )
+            messages.append(self._user_message(prompt, digest))
+            reply, fixed, _ = await self._generate(messages, stream_after=NO_STREAM)
+            messages.append({"role": "assistant", "content": reply.text or fixed or ""})
+            if fixed is None:
+                raise BadCodeBlock(
+                    "The model answered without a fix for the failing cell.", reply.text
+                )
+            attempt += 1
+            diff = _diff(source, fixed)
+            await self.workspace.replace_source(cell_id, fixed)
+            self.emit("cell_updated", cell_id=cell_id, source=fixed, diff=diff, attempt=attempt)
+            source = fixed
+
+    async def _execute(self, cell_id: str, attempt: int) -> tuple[Execution, Digest]:
+        if self._stopping:
+            raise StoppedByUser()
+        self._move(RunState.EXECUTING)
+        self.attempts += 1
+        self.emit(
+            "attempt", cell_id=cell_id, attempt=attempt, max_attempts=self.settings.max_attempts
+        )
+        self.emit("execution_started", cell_id=cell_id, attempt=attempt)
+        self._executing = True
+        try:
+            execution = await self.workspace.run_cell(cell_id, self.settings.timeout)
+        finally:
+            self._executing = False
+        digest = digest_outputs(
+            execution.outputs, max_chars=DIGEST_CHARS, vision=getattr(self.model, "vision", False)
+        )
+        self.emit(
+            "execution_finished",
+            cell_id=cell_id,
+            status=execution.status.value,
+            execution_count=execution.execution_count,
+            digest=digest.text,
+            duration=execution.duration,
+        )
+        return execution, digest
+
+    def _raise_if_user_stop(self, execution: Execution) -> None:
+        error = execution.error
+        interrupted = (
+            execution.status is CellStatus.ERROR
+            and error is not None
+            and error.get("ename") == "KeyboardInterrupt"
+        )
+        if self._stopping or execution.status is CellStatus.ABORTED or interrupted:
+            # Interrupted by the user (our own timeouts report timed_out): never "fixed".
+            raise StoppedByUser()
+
+    def _error_of(self, execution: Execution) -> JupyterCIError:
+        if execution.status is CellStatus.TIMED_OUT:
+            return CellTimeout(self.settings.timeout)
+        error = execution.error
+        if error is None:
+            return CellError("Error", "the cell failed without an error output")
+        return CellError.from_output(error)
+
+    async def _review(self, cell_id: str, source: str, diff: str) -> str:
+        assert self.approve is not None
+        self._move(RunState.AWAITING_APPROVAL)
+        decision = await self.approve(cell_id, source, diff)
+        if decision.decision == "reject":
+            raise _Finish(RunState.DONE, "rejected")
+        if decision.source is not None and decision.source != source:
+            await self.workspace.replace_source(cell_id, decision.source)
+            return decision.source
+        return source
+
+    async def _propose_pip(self, package: str, failing_cell: str) -> None:
+        cells = await self.workspace.read_cells()
+        ids = [cell.id for cell in cells]
+        index = ids.index(failing_cell) if failing_cell in ids else len(ids)
+        before = ids[index - 1] if index > 0 else None
+        source = f"%pip install {package}"
+        pip_cell = await self.workspace.insert_cell(before, source, self._metadata(0))
+        self.cells.append(pip_cell)
+        self.emit("cell_inserted", cell_id=pip_cell, after_id=before, source=source, step=1)
+        if not self.settings.allow_pip_install:
+            raise _Finish(
+                RunState.FAILED,
+                "missing_package",
+                ConfigError(
+                    f"The package {package!r} is missing from the kernel's environment.",
+                    hint=(
+                        f"Run the `%pip install {package}` cell inserted above the failing cell "
+                        "if you want it, then ask again (or allow this with allow_pip_install)."
+                    ),
+                ),
+            )
+        execution, _ = await self._execute(pip_cell, 1)
+        if execution.status is not CellStatus.OK:
+            raise _Finish(RunState.FAILED, "missing_package", self._error_of(execution))
+
+    # --- talking to the model -----------------------------------------------------------------
+
+    async def _generate(
+        self, messages: list[dict[str, Any]], *, stream_after: str | _NoStream | None
+    ) -> tuple[ModelReply, str | None, str | None]:
+        """Ask the model; stream code into a new cell inserted after ``stream_after``.
+
+        Returns the reply, the code it holds (None for prose only) and the id of the cell it
+        was streamed into (None when no cell was made).
+        """
+        streaming = not isinstance(stream_after, _NoStream)
+        fence = FenceStream()
+        pending: list[str] = []
+        cell_id: str | None = None
+        wake = asyncio.Event()
+        done = False
+
+        def on_text(text: str) -> None:
+            code = fence.feed(text) if streaming else ""
+            self.emit("token", text=text, cell_id=cell_id if fence.in_code else None)
+            if code:
+                pending.append(code)
+                wake.set()
+
+        async def pump() -> None:
+            nonlocal cell_id
+            while True:
+                await wake.wait()
+                wake.clear()
+                if pending:
+                    text = "".join(pending)
+                    pending.clear()
+                    if cell_id is None:
+                        cell_id = await self._insert(stream_after_id, "", len(self.cells) + 1)
+                    await self.workspace.append_source(cell_id, text)
+                if done and not pending:
+                    return
+
+        stream_after_id = stream_after if isinstance(stream_after, str) else None
+        pump_task = asyncio.ensure_future(pump()) if streaming else None
+        try:
+            reply = await self._call_model(messages, on_text)
+        finally:
+            done = True
+            wake.set()
+            if pump_task is not None:
+                if self._stopping:
+                    pump_task.cancel()
+                await asyncio.gather(pump_task, return_exceptions=True)
+        if streaming:
+            tail = fence.finish()
+            if tail and cell_id is not None:
+                await self.workspace.append_source(cell_id, tail)
+        code = self._code_of(reply)
+        if cell_id is not None:
+            streamed = fence.code
+            final = code if code is not None else streamed
+            if final != streamed:
+                await self.workspace.replace_source(cell_id, final)
+                self.emit(
+                    "cell_updated",
+                    cell_id=cell_id,
+                    source=final,
+                    diff=_diff(streamed, final),
+                    attempt=1,
+                )
+            code = final
+        return reply, code, cell_id
+
+    def _code_of(self, reply: ModelReply) -> str | None:
+        for call in reply.tool_calls:
+            if call.name == "run_python":
+                return code_from_tool_arguments(call.arguments)
+        extraction = extract_code(reply.text)
+        return extraction.code
+
+    async def _call_model(self, messages: list[dict[str, Any]], on_text: Any) -> ModelReply:
+        self._check_budget(messages)
+        tools = [RUN_PYTHON_TOOL] if self.use_tools else None
+        self._model_task = asyncio.ensure_future(
+            self.model.complete(messages, tools=tools, on_text=on_text)
+        )
+        try:
+            reply = await self._model_task
+        except ModelError as err:
+            if err.kind != "context_overflow" or len(messages) < 2:
+                raise
+            self._notice("The prompt was too long for the model; retrying with a smaller one.")
+            self._shrink(messages)
+            self._model_task = asyncio.ensure_future(
+                self.model.complete(messages, tools=tools, on_text=on_text)
+            )
+            reply = await self._model_task
+        finally:
+            self._model_task = None
+        self.usage = self.usage + reply.usage
+        self.emit("usage", usage=_usage_dict(self.usage))
+        self._check_budget_after()
+        return reply
+
+    def _shrink(self, messages: list[dict[str, Any]]) -> None:
+        """Halve the largest message's text (the notebook view, usually), keeping its ends."""
+        index = max(
+            range(1, len(messages)), key=lambda i: len(_text_of(messages[i].get("content")))
+        )
+        text = _text_of(messages[index].get("content"))
+        keep = len(text) // 4
+        messages[index] = {
+            **messages[index],
+            "content": text[:keep] + "\n[... cut to fit the model's context ...]\n" + text[-keep:],
+        }
+
+    def _check_budget(self, messages: list[dict[str, Any]]) -> None:
+        cap = self.settings.max_tokens_per_run
+        if cap:
+            prompt = sum(self.model.count_tokens(_text_of(m.get("content"))) for m in messages)
+            if self.usage.total_tokens + prompt > cap:
+                raise BudgetExceeded("max_tokens_per_run", self.usage.total_tokens + prompt, cap)
+        self._check_cost()
+
+    def _check_budget_after(self) -> None:
+        cap = self.settings.max_tokens_per_run
+        if cap and self.usage.total_tokens > cap:
+            raise BudgetExceeded("max_tokens_per_run", self.usage.total_tokens, cap)
+        self._check_cost()
+
+    def _check_cost(self) -> None:
+        cap = self.settings.max_cost_per_run
+        if not cap:
+            return
+        if self.usage.cost is None:
+            if not self._cost_notice_given:
+                self._cost_notice_given = True
+                self._notice(
+                    f"The price of {self.model.name} is unknown, so the cost cap cannot be "
+                    "enforced; the token cap (max_tokens_per_run) applies."
+                )
+            return
+        if self.usage.cost > cap:
+            raise BudgetExceeded("max_cost_per_run", round(self.usage.cost, 6), cap)
+
+    # --- helpers ------------------------------------------------------------------------------
+
+    async def _insert(self, after_id: str | None, source: str, step: int) -> str:
+        if self._stopping:
+            raise StoppedByUser()
+        cell_id = await self.workspace.insert_cell(after_id, source, self._metadata(step))
+        self.cells.append(cell_id)
+        self.emit("cell_inserted", cell_id=cell_id, after_id=after_id, source=source, step=step)
+        return cell_id
+
+    def _metadata(self, step: int) -> dict[str, Any]:
+        return {
+            "jupyter_ci": {
+                "run_id": self.run_id,
+                "origin_cell_id": self.request.anchor_id,
+                "step": step,
+            }
+        }
+
+    def _wrap(self, text: str) -> str:
+        return wrap_untrusted(text, self.nonce, "kernel output")
+
+    def _user_message(self, text: str, digest: Digest) -> dict[str, Any]:
+        if not digest.images or not getattr(self.model, "vision", False):
+            return {"role": "user", "content": text}
+        parts: list[dict[str, Any]] = [{"type": "text", "text": text}]
+        for image in digest.images:
+            url = f"data:{image.mime};base64,{image.data}"
+            parts.append({"type": "image_url", "image_url": {"url": url}})
+        return {"role": "user", "content": parts}
+
+    def _end(
+        self, state: RunState, reason: str, error: JupyterCIError | None, answer: str
+    ) -> RunOutcome:
+        if self.machine.state is RunState.QUEUED and state is RunState.DONE:
+            self._move(RunState.GENERATING)
+        self.machine.advance(state, reason)
+        self.emit("state", state=state.value, reason=reason)
+        outcome = RunOutcome(
+            self.run_id,
+            state,
+            reason,
+            error,
+            list(self.cells),
+            self.attempts,
+            self.usage,
+            time.monotonic() - self._started,
+            answer,
+            list(self.notices),
+        )
+        self.emit(
+            "finished",
+            state=state.value,
+            reason=reason,
+            error=error.to_dict() if error is not None else None,
+            summary=outcome.summary(),
+        )
+        return outcome
+
+
+def _usage_dict(usage: TokenUsage) -> dict[str, Any]:
+    return {
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "cost": usage.cost,
+    }
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return ""
+
+
+def _diff(before: str, after: str) -> str:
+    lines = difflib.unified_diff(
+        before.splitlines(), after.splitlines(), "before", "after", lineterm=""
+    )
+    return "\n".join(lines)
+
+
+_MISSING = re.compile(r"No module named '([A-Za-z0-9_]+)")
+
+
+def _missing_package(execution: Execution) -> str | None:
+    error = execution.error
+    if error is None or error.get("ename") != "ModuleNotFoundError":
+        return None
+    match = _MISSING.search(str(error.get("evalue", "")))
+    if match is None:
+        return None
+    name = match.group(1)
+    return PIP_NAMES.get(name, name)
+
+
+__all__ = [
+    "AgentRun",
+    "Approver",
+    "EventCallback",
+    "ReviewDecision",
+    "RunOutcome",
+    "RunRequest",
+]

@@ -1,0 +1,75 @@
+"""A small Python API: run a request against a notebook file, get the outcome back.
+
+    from jupyter_ci.api import run_notebook
+    outcome = run_notebook(
+        "analysis.ipynb", "plot the iris data", options={"model": "openai/gpt-4o-mini"}
+    )
+    print(outcome.status_line())
+
+The same as ``jupyter ci run``: a kernel is started for the notebook, generated cells are appended
+(after the last cell) with their outputs, and the file is written atomically.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .agent.loop import AgentRun, EventCallback, RunOutcome, RunRequest
+from .config import environment_values
+from .models.base import Model
+from .settings import Layer, Settings, resolve_settings
+
+
+def resolve_api_settings(options: Mapping[str, Any] | None = None) -> Settings:
+    """Settings from ``JUPYTER_CI_*`` variables and ``options`` (both the caller's own)."""
+    return resolve_settings(
+        [
+            Layer("the environment", environment_values(), trusted=True),
+            Layer("the options", dict(options or {}), trusted=True),
+        ]
+    )
+
+
+async def run_notebook_async(
+    path: str | Path,
+    prompt: str,
+    *,
+    settings: Settings | None = None,
+    restore: bool = False,
+    model: Model | None = None,
+    on_event: EventCallback | None = None,
+    kernel_name: str | None = None,
+    options: Mapping[str, Any] | None = None,
+) -> RunOutcome:
+    """Run ``prompt`` against the notebook at ``path`` and save it; see :func:`run_notebook`."""
+    from .models.litellm_model import LiteLLMModel
+    from .workspaces.kernel import KernelWorkspace
+
+    settings = settings or resolve_api_settings(options)
+    chosen: Model = model or LiteLLMModel.from_settings(settings)
+    notebook = Path(path)
+    async with await KernelWorkspace.open(notebook, kernel_name=kernel_name) as workspace:
+        if restore:
+            await workspace.restore()
+        run = AgentRun(RunRequest(prompt, settings), workspace, chosen, on_event=on_event)
+        outcome = await run.run()
+        if outcome.cells:
+            await workspace.save(notebook)
+        return outcome
+
+
+def run_notebook(path: str | Path, prompt: str, **kwargs: Any) -> RunOutcome:
+    """Run ``prompt`` against a notebook file with a fresh kernel; return the outcome.
+
+    Keyword arguments: ``options`` (a mapping of option names of :mod:`jupyter_ci.options`:
+    ``{"model": ..., "max_attempts": ...}``, over the ``JUPYTER_CI_*`` variables) or ``settings``
+    (an already resolved :class:`Settings`); ``restore=True`` re-runs the notebook's code cells
+    first; ``model`` a :class:`~jupyter_ci.models.Model` object to use instead of litellm;
+    ``on_event`` receives run events; ``kernel_name`` overrides the notebook's kernel. Generated
+    cells are added after the last cell; existing cells are never changed. The file is written
+    (atomically) only if cells were generated.
+    """
+    return asyncio.run(run_notebook_async(path, prompt, **kwargs))

@@ -1,0 +1,303 @@
+"""The agent loop end to end: a real ipykernel, the headless workspace, the scripted model."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from jupyter_ci.agent.states import RunState
+from jupyter_ci.errors import BudgetExceeded, CellError, ModelError
+from jupyter_ci.testing import Fault, Reply, ScriptedModelServer
+from jupyter_ci.workspaces.kernel import KernelWorkspace
+
+from .loop_support import IRIS_SETUP, KEY, Recorder, run_loop, write_notebook
+
+pytestmark = pytest.mark.asyncio
+
+WRONG = (
+    "import matplotlib.pyplot as plt\n"
+    'plt.scatter(iris["petal_len"], iris["petal_width"])\n'
+    "plt.show()"
+)
+FIXED = WRONG.replace('"petal_len"', '"petal_length"')
+
+
+@pytest_asyncio.fixture
+async def iris_workspace(tmp_path: Path) -> AsyncIterator[KernelWorkspace]:
+    path = write_notebook(tmp_path / "iris.ipynb", [IRIS_SETUP])
+    workspace = await KernelWorkspace.open(path)
+    try:
+        await workspace.restore()
+        yield workspace
+    finally:
+        await workspace.close()
+
+
+@pytest_asyncio.fixture
+async def workspace(tmp_path: Path) -> AsyncIterator[KernelWorkspace]:
+    workspace = await KernelWorkspace.open(write_notebook(tmp_path / "empty.ipynb"))
+    try:
+        yield workspace
+    finally:
+        await workspace.close()
+
+
+async def test_iris_wrong_column_is_fixed_in_the_same_cell(
+    iris_workspace: KernelWorkspace,
+) -> None:
+    script = [
+        Reply.code(WRONG, prose="A scatter plot of petal sizes."),
+        Reply.code(FIXED),
+        Reply.text("The plot shows petal length against petal width."),
+    ]
+    recorder = Recorder()
+    with ScriptedModelServer(script) as server:
+        outcome = await run_loop(iris_workspace, server, "plot the iris data", recorder=recorder)
+        requests = server.chat_requests
+    assert outcome.state is RunState.DONE, outcome.error
+    assert outcome.reason == "answered"
+    assert outcome.answer == "The plot shows petal length against petal width."
+    assert len(outcome.cells) == 1
+    assert outcome.attempts == 2
+    cells = await iris_workspace.read_cells()
+    assert len(cells) == 2
+    generated = cells[1]
+    assert generated.id == outcome.cells[0]
+    assert generated.source == FIXED
+    assert any("image/png" in out.get("data", {}) for out in generated.outputs)
+    assert generated.metadata["jupyter_ci"]["run_id"] == outcome.run_id
+    names = {v.name for v in await iris_workspace.inspect_variables()}
+    assert "iris" in names
+    # The second request carried the KeyError digest inside the untrusted-data envelope.
+    fix_request = requests[1].body["messages"][-1]["content"]
+    assert isinstance(fix_request, str)
+    envelope = re.search(
+        r"<untrusted-data id=\"(\w+)\"[^>]*>(.*?)</untrusted-data", fix_request, re.S
+    )
+    assert envelope is not None, fix_request
+    assert "KeyError" in envelope.group(2)
+    assert "petal_len" in envelope.group(2)
+    assert "attempt 1 of 3" in fix_request
+    # The first request described the notebook and its variables.
+    first = requests[0].body["messages"][1]["content"]
+    assert "iris = pd.DataFrame" in first
+    assert "iris: " in first
+    assert "sepal_length" in first
+    assert first.rstrip().endswith("Request: plot the iris data")
+    # Events: a diff for the fix, attempts counted, a finished event with the summary.
+    updated = [e for e in recorder.of("cell_updated") if e["attempt"] == 2]
+    assert len(updated) == 1
+    assert '-plt.scatter(iris["petal_len"]' in updated[0]["diff"]
+    assert '+plt.scatter(iris["petal_length"]' in updated[0]["diff"]
+    assert [e["attempt"] for e in recorder.of("attempt")] == [1, 2]
+    finished = recorder.of("finished")
+    assert len(finished) == 1
+    assert finished[0]["summary"]["attempts"] == 2
+    seqs = [e["seq"] for e in recorder.events]
+    assert seqs == list(range(1, len(seqs) + 1))
+    # Streamed: the cell was inserted empty and the code went in as the model wrote it.
+    inserted = recorder.of("cell_inserted")
+    assert [(e["cell_id"], e["source"]) for e in inserted] == [(generated.id, "")]
+    assert recorder.of("token")
+
+
+async def test_attempts_cap(workspace: KernelWorkspace) -> None:
+    script = [Reply.code("1/0", times=None)]
+    with ScriptedModelServer(script) as server:
+        outcome = await run_loop(workspace, server, "divide", max_attempts=2)
+        assert len(server.chat_requests) == 2
+    assert outcome.state is RunState.FAILED
+    assert outcome.reason == "max_attempts"
+    assert isinstance(outcome.error, CellError)
+    assert outcome.error.ename == "ZeroDivisionError"
+    assert outcome.attempts == 2
+    assert len(outcome.cells) == 1
+
+
+async def test_one_attempt_means_no_fix(workspace: KernelWorkspace) -> None:
+    with ScriptedModelServer([Reply.code("1/0")]) as server:
+        outcome = await run_loop(workspace, server, "divide", max_attempts=1)
+        assert len(server.chat_requests) == 1
+    assert outcome.reason == "max_attempts"
+
+
+async def test_steps_cap(workspace: KernelWorkspace) -> None:
+    script = [Reply.code("x = 1"), Reply.code("y = 2"), Reply.code("z = 3")]
+    with ScriptedModelServer(script) as server:
+        outcome = await run_loop(workspace, server, "count", max_steps=2)
+        assert len(server.chat_requests) == 2
+    assert outcome.state is RunState.DONE
+    assert outcome.reason == "max_steps"
+    assert len(outcome.cells) == 2
+    sources = [cell.source for cell in await workspace.read_cells()]
+    assert sources == ["x = 1", "y = 2"]
+
+
+async def test_token_cap_stops_cleanly_naming_it(workspace: KernelWorkspace) -> None:
+    script = [Reply.code("x = 1", times=None)]
+    with ScriptedModelServer(script) as server:
+        outcome = await run_loop(workspace, server, "count", max_tokens_per_run=1500, max_steps=50)
+        assert len(server.chat_requests) >= 2
+    assert outcome.state is RunState.FAILED, outcome.error
+    assert outcome.reason == "budget_exceeded", outcome.error
+    assert isinstance(outcome.error, BudgetExceeded)
+    assert outcome.error.cap == "max_tokens_per_run"
+    assert "--max-tokens-per-run" in outcome.error.hint
+
+
+async def test_cost_cap_with_a_priced_model(workspace: KernelWorkspace) -> None:
+    script = [Reply.code("x = 1"), Reply.code("y = 2")]
+    with ScriptedModelServer(script) as server:
+        outcome = await run_loop(
+            workspace, server, "count", model_name="openai/gpt-4o", max_cost_per_run=0.000001
+        )
+    assert outcome.reason == "budget_exceeded", outcome.error
+    assert isinstance(outcome.error, BudgetExceeded)
+    assert outcome.error.cap == "max_cost_per_run"
+    assert outcome.usage.cost is not None
+
+
+async def test_unknown_price_is_said_once(workspace: KernelWorkspace) -> None:
+    recorder = Recorder()
+    with ScriptedModelServer([Reply.code("x = 1"), Reply.text("done")]) as server:
+        outcome = await run_loop(workspace, server, "x", recorder=recorder)
+    notices = [e["text"] for e in recorder.of("message") if e["role"] == "notice"]
+    assert len(notices) == 1
+    assert "cost cap cannot be enforced" in notices[0]
+    assert outcome.usage.cost is None
+    assert "cost unknown" in outcome.status_line()
+
+
+async def test_timeout_interrupts_and_is_fed_back(workspace: KernelWorkspace) -> None:
+    script = [Reply.code("while True:\n    pass"), Reply.code("x = 'fast'"), Reply.text("ok")]
+    with ScriptedModelServer(script) as server:
+        outcome = await run_loop(workspace, server, "loop", timeout=1)
+        fix_request = server.chat_requests[1].body["messages"][-1]["content"]
+    assert outcome.state is RunState.DONE, outcome.error
+    assert "still running after 1 seconds and was interrupted" in fix_request
+    cells = await workspace.read_cells()
+    assert cells[-1].source == "x = 'fast'"
+
+
+async def test_kernel_death_ends_the_run_without_replay(workspace: KernelWorkspace) -> None:
+    script = [Reply.code("import os\nos._exit(1)"), Reply.code("x = 1", times=None)]
+    with ScriptedModelServer(script) as server:
+        outcome = await run_loop(workspace, server, "die")
+        assert len(server.chat_requests) == 1
+    assert outcome.state is RunState.FAILED
+    assert outcome.reason == "kernel_died"
+    assert "re-run the cells you need" in outcome.error.hint  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("fault", "kind"),
+    [
+        (Fault.auth(), "auth"),
+        (Fault.rate_limit(0.01), "rate_limit"),
+        (Fault.server_error(), "provider"),
+        (Fault.cut_stream(2), "bad_reply"),
+        (Fault.malformed_json(), "bad_reply"),
+        (Fault.empty_stream(), "bad_reply"),
+    ],
+)
+async def test_provider_faults_fail_the_run_clearly(
+    workspace: KernelWorkspace, fault: Fault, kind: str
+) -> None:
+    with ScriptedModelServer([Reply.fail(fault, content="```python\nx = 1", times=None)]) as server:
+        outcome = await run_loop(workspace, server, "anything")
+    assert outcome.state is RunState.FAILED
+    assert outcome.reason == "model_error"
+    assert isinstance(outcome.error, ModelError)
+    assert outcome.error.kind == kind
+    assert KEY not in str(outcome.error)
+
+
+async def test_prose_only_reply_is_the_answer(workspace: KernelWorkspace) -> None:
+    with ScriptedModelServer([Reply.text("A DataFrame has a shape attribute.")]) as server:
+        outcome = await run_loop(workspace, server, "what is a shape?")
+    assert outcome.state is RunState.DONE
+    assert outcome.reason == "answered"
+    assert outcome.answer == "A DataFrame has a shape attribute."
+    assert outcome.cells == []
+    assert await workspace.read_cells() == []
+
+
+async def test_malformed_code_reply_is_repaired(workspace: KernelWorkspace) -> None:
+    reply = "Here:\n```\nanswer = 6 * 7\nprint(answer)\n```\nOutput:\n```\n42\n```"
+    with ScriptedModelServer([Reply.text(reply), Reply.text("It is 42.")]) as server:
+        outcome = await run_loop(workspace, server, "compute")
+    assert outcome.state is RunState.DONE, outcome.error
+    cells = await workspace.read_cells()
+    assert [cell.source for cell in cells] == ["answer = 6 * 7\nprint(answer)"]
+    assert cells[0].outputs[0]["text"] == "42\n"
+
+
+async def test_stop_mid_stream_closes_it(workspace: KernelWorkspace) -> None:
+    recorder = Recorder()
+    holder: list = []
+    with ScriptedModelServer([Reply.fail(Fault.never_ending(0.02))]) as server:
+        task = asyncio.ensure_future(
+            run_loop(workspace, server, "go on", recorder=recorder, run_holder=holder)
+        )
+        for _ in range(300):
+            if recorder.of("token"):
+                break
+            await asyncio.sleep(0.02)
+        assert recorder.of("token"), "the stream never started"
+        holder[0].stop()
+        outcome = await asyncio.wait_for(task, 10)
+        request = await asyncio.to_thread(server.wait_for_close, 5.0)
+    assert outcome.state is RunState.STOPPED
+    assert outcome.reason == "user"
+    assert request.client_closed_early
+
+
+async def test_stop_while_a_cell_runs_interrupts_and_is_not_fixed(
+    workspace: KernelWorkspace,
+) -> None:
+    recorder = Recorder()
+    holder: list = []
+    script = [Reply.code("import time\ntime.sleep(600)"), Reply.code("x = 1", times=None)]
+    with ScriptedModelServer(script) as server:
+        task = asyncio.ensure_future(
+            run_loop(workspace, server, "sleep", recorder=recorder, run_holder=holder)
+        )
+        for _ in range(500):
+            if recorder.of("execution_started"):
+                break
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.5)
+        holder[0].stop()
+        outcome = await asyncio.wait_for(task, 20)
+        assert len(server.chat_requests) == 1
+    assert outcome.state is RunState.STOPPED
+    assert outcome.reason == "user"
+
+
+async def test_missing_package_is_proposed_not_installed(workspace: KernelWorkspace) -> None:
+    with ScriptedModelServer([Reply.code("import sklearn_does_not_exist_xyz")]) as server:
+        outcome = await run_loop(workspace, server, "fit")
+    assert outcome.state is RunState.FAILED
+    assert outcome.reason == "missing_package"
+    sources = [cell.source for cell in await workspace.read_cells()]
+    assert sources == [
+        "%pip install sklearn_does_not_exist_xyz",
+        "import sklearn_does_not_exist_xyz",
+    ]
+    pip_cell = (await workspace.read_cells())[0]
+    assert pip_cell.execution_count is None  # proposed, never run
+
+
+async def test_insert_mode_never_runs(workspace: KernelWorkspace) -> None:
+    with ScriptedModelServer([Reply.code("x = 1")]) as server:
+        outcome = await run_loop(workspace, server, "x", mode="insert")
+    assert outcome.reason == "inserted"
+    cells = await workspace.read_cells()
+    assert cells[0].source == "x = 1"
+    assert cells[0].execution_count is None
+    assert "x" not in {v.name for v in await workspace.inspect_variables()}
