@@ -34,16 +34,20 @@ def jp_server_cleanup() -> None:
     """No in-process Jupyter server to clean up in browser tests (see ``jp_asyncio_loop``)."""
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    """A real ``jupyter lab`` on 127.0.0.1 with a token, shared by the session's browser tests."""
+    """A real ``jupyter lab`` on 127.0.0.1 with a token, shared by the browser tests.
+
+    Package-scoped, like ``chromium``: Playwright's sync API keeps an event loop running while it
+    lives, which would break the asyncio tests that run after the browser package.
+    """
     with start_lab(
         tmp_path_factory.mktemp("lab"), args=[f"--JupyterCI.model={LAB_MODEL}"]
     ) as running:
         yield running
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def chromium() -> Iterator[Any]:
     """Debian's Chromium driven by Playwright, shared by the session's browser tests."""
     from playwright.sync_api import sync_playwright
