@@ -172,3 +172,15 @@ def test_custom_endpoint_never_gets_a_provider_key(monkeypatch: pytest.MonkeyPat
     monkeypatch.delenv("JUPYTER_CI_API_KEY")
     provider = LiteLLMModel(Settings(model="openai/gpt-4o-mini"))
     assert provider._api_key is None  # litellm then uses the provider's own variable
+
+
+@pytest.mark.asyncio
+async def test_vision_is_looked_up_once_litellm_is_loaded() -> None:
+    with ScriptedModelServer([Reply.text("a"), Reply.text("b")]) as server:
+        known = model_for(server, "openai/gpt-4o")
+        assert known.vision is False  # not known before litellm is imported
+        await known.complete(MESSAGES)
+        assert known.vision is True
+        unknown = model_for(server, "openai/scripted")
+        await unknown.complete(MESSAGES)
+        assert unknown.vision is False

@@ -64,8 +64,11 @@ class Model(Protocol):
     """
 
     name: str
-    #: Whether the model accepts image parts in messages.
-    vision: bool
+
+    @property
+    def vision(self) -> bool:
+        """Whether the model accepts image parts in messages."""
+        ...
 
     async def complete(
         self,

@@ -57,7 +57,7 @@ class LiteLLMModel:
         *,
         api_key: str | None = None,
         request_timeout: float = 600.0,
-        vision: bool = False,
+        vision: bool | None = None,
     ) -> None:
         self.name = settings.model
         self.api_base = settings.api_base or None
@@ -69,7 +69,7 @@ class LiteLLMModel:
             api_key = NO_KEY
         self._api_key = api_key
         self.request_timeout = request_timeout
-        self.vision = vision
+        self._vision = vision
         self._litellm: Any = None
 
     @classmethod
@@ -78,6 +78,19 @@ class LiteLLMModel:
         if not settings.model:
             raise ConfigError.no_model()
         return cls(settings)
+
+    @property
+    def vision(self) -> bool:
+        """Whether images can go to the model: as given, else litellm's model table once loaded.
+
+        Before the first call litellm is not imported yet, and the answer is False.
+        """
+        if self._vision is None and self._litellm is not None:
+            try:
+                self._vision = bool(self._litellm.supports_vision(model=self.name))
+            except Exception:
+                self._vision = False
+        return bool(self._vision)
 
     def count_tokens(self, text: str) -> int:
         """An estimate (exact counting needs a tokenizer that may not be available offline)."""
