@@ -6,7 +6,7 @@ import sys
 from typing import Any, TextIO
 
 from jupyter_core.application import JupyterApp
-from traitlets import Bool, Unicode
+from traitlets import Bool, Int, Unicode
 
 from ._version import __version__
 from .config import JupyterCI
@@ -175,6 +175,148 @@ class RunApp(JupyterApp):
         return 2 if outcome.reason == "config_error" else 1
 
 
+class BenchApp(JupyterApp):
+    """``jupyter ci bench TASKS``: measure the agent on questions with checkable answers."""
+
+    name = "jupyter-ci-bench"
+    description = (
+        "Run the agent on data-analysis questions with checkable answers and report accuracy, "
+        "attempts, tokens, time and failures. TASKS is a DABench-format directory "
+        "(questions.jsonl, labels.jsonl, tables/) or `builtin` (jupyter-ci's own suite). Each "
+        "task runs in a fresh temporary directory, notebook and kernel; results go to "
+        "DIR/results.jsonl (a JSON line per task), DIR/notebooks/ and DIR/summary.json. "
+        "Exit codes: 0 the bench completed (whatever the accuracy), 2 usage or configuration "
+        "error, 130 interrupted (continue with --resume --out DIR)."
+    )
+    examples = (
+        "jupyter ci bench builtin --model openai/qwen --api-base http://127.0.0.1:8080/v1\n"
+        "jupyter ci bench ../shared/data/dabench-dev --limit 40 --sample-seed 1 --out runs/a\n"
+        "jupyter ci bench ../shared/data/dabench-dev --out runs/a --resume"
+    )
+    version = __version__
+    classes = [JupyterCI]
+    aliases = {
+        **_option_aliases(),
+        "limit": "BenchApp.limit",
+        "sample-seed": "BenchApp.sample_seed",
+        "out": "BenchApp.out",
+    }
+    flags = {
+        **JupyterApp.flags,
+        **_option_flags(),
+        "resume": (
+            {"BenchApp": {"resume": True}},
+            "Skip the tasks already in DIR/results.jsonl (needs --out).",
+        ),
+    }
+    config_file_name = "jupyter_server_config"
+    limit = Int(0, help="Run at most this many tasks (0: all).").tag(config=True)
+    sample_seed = Int(
+        None,
+        allow_none=True,
+        help="Pick a random sample of --limit tasks with this seed (without it: the first ones).",
+    ).tag(config=True)
+    out = Unicode("", help="Results directory (default: a new bench-results/<UTC time> here).").tag(
+        config=True
+    )
+    resume = Bool(False, help="Skip the tasks already in DIR/results.jsonl.").tag(config=True)
+
+    def start(self) -> None:
+        """Run the bench and exit with its code."""
+        self.exit(self.run())
+
+    def run(self) -> int:
+        """Do the bench; return the exit code."""
+        import asyncio
+        import json
+        import time
+        from pathlib import Path
+
+        from .bench.report import render_report, summarize
+        from .bench.runner import ProgressLine, run_bench
+        from .bench.suite import build_suite
+        from .bench.tasks import TaskError, load_tasks, select_tasks
+        from .errors import ConfigError
+        from .models.litellm_model import import_litellm
+
+        if len(self.extra_args) != 1:
+            print("usage: jupyter ci bench TASKS|builtin [options]", file=sys.stderr)
+            return 2
+        if self.limit < 0:
+            print("jupyter-ci: --limit must be at least 0.", file=sys.stderr)
+            return 2
+        if self.resume and not self.out:
+            print("jupyter-ci: --resume needs --out DIR (the run to continue).", file=sys.stderr)
+            return 2
+        try:
+            settings = resolve_settings(JupyterCI(parent=self).as_layers())
+            if not settings.model:
+                raise ConfigError.no_model()
+            if settings.mode != "auto":
+                raise ConfigError(
+                    f"The bench runs cells without review; mode {settings.mode!r} cannot work.",
+                    hint="Use --mode auto.",
+                    option="mode",
+                )
+        except JupyterCIError as err:
+            print(f"jupyter-ci: {err}", file=sys.stderr)
+            return 2
+        out = Path(
+            self.out or Path("bench-results") / time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+        )
+        results = out / "results.jsonl"
+        if results.is_file() and results.stat().st_size and not self.resume:
+            print(
+                f"jupyter-ci: {results} already holds results; add --resume to continue that run "
+                "or choose another --out.",
+                file=sys.stderr,
+            )
+            return 2
+        source = self.extra_args[0]
+        try:
+            directory = build_suite(out / "suite") if source == "builtin" else Path(source)
+            tasks = load_tasks(directory)
+        except (TaskError, OSError) as err:
+            print(f"jupyter-ci: {err}", file=sys.stderr)
+            return 2
+        chosen = select_tasks(tasks, self.limit or None, self.sample_seed)
+        out.mkdir(parents=True, exist_ok=True)
+        config = {
+            "tasks": "builtin" if source == "builtin" else str(directory.absolute()),
+            "limit": self.limit or None,
+            "sample_seed": self.sample_seed,
+            "task_ids": [task.id for task in chosen],
+            "settings": settings.public_dict(),
+        }
+        (out / "bench.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+        print(f"jupyter-ci: bench of {len(chosen)} tasks into {out}", file=sys.stderr)
+        progress = ProgressLine(sys.stderr, len(chosen))
+        try:
+            records = asyncio.run(
+                run_bench(
+                    chosen,
+                    settings,
+                    out,
+                    resume=self.resume,
+                    progress=progress,
+                    warm_up=import_litellm,
+                )
+            )
+        except KeyboardInterrupt:
+            print(f"\njupyter-ci: interrupted; continue with --resume --out {out}", file=sys.stderr)
+            return 130
+        except JupyterCIError as err:
+            print(f"jupyter-ci: {err}", file=sys.stderr)
+            return 2
+        summary = summarize(records)
+        (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+        print(render_report(summary))
+        print(
+            f"results: {results}; notebooks: {out / 'notebooks'}; summary: {out / 'summary.json'}"
+        )
+        return 0
+
+
 class JupyterCIApp(JupyterApp):
     """``jupyter ci``: jupyter-ci's command line."""
 
@@ -188,6 +330,7 @@ class JupyterCIApp(JupyterApp):
     subcommands = {
         "config": (ConfigApp, ConfigApp.description),
         "run": (RunApp, RunApp.description),
+        "bench": (BenchApp, BenchApp.description),
     }
 
     def start(self) -> None:

@@ -118,3 +118,18 @@ def test_ci_help_lists_options(shell: InteractiveShell) -> None:
     out = run(shell, "%ci --help")
     assert "--max-attempts" in out
     assert "--no-run" in out
+
+
+def test_cell_magic_without_litellm_says_what_to_install(
+    shell: InteractiveShell, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.util
+
+    real = importlib.util.find_spec
+
+    def find_spec(name: str, package: str | None = None) -> object:
+        return None if name == "litellm" else real(name, package)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    out = run(shell, "%%ci --model openai/x --api-base http://127.0.0.1:9/v1 plot\n")
+    assert "needs litellm in this kernel's environment: %pip install jupyter-ci" in out
