@@ -1,0 +1,102 @@
+"""Summary figures of a bench run, and the report printed at its end.
+
+Figures over the task records: accuracy (correct / n), the same for the first attempt alone
+(see :mod:`.runner`), attempts per task (mean), generated cells
+per task (mean), prompt and completion tokens (median and total), wall seconds per task (median,
+p90 and total), failures by category, and accuracy by level. Medians are
+:func:`statistics.median`; p90 is the nearest-rank percentile (the smallest value with at least
+90% of the values at or below it).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+from .runner import CATEGORIES
+
+
+def percentile(values: Sequence[float], fraction: float) -> float:
+    """Nearest-rank percentile of ``values`` (0 for none)."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    rank = max(1, math.ceil(fraction * len(ordered)))
+    return float(ordered[rank - 1])
+
+
+def _median(values: Sequence[float]) -> float:
+    return float(statistics.median(values)) if values else 0.0
+
+
+def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The summary figures of ``records`` (one per task)."""
+    n = len(records)
+    correct = sum(1 for record in records if record["correct"])
+    prompt = [int(record["prompt_tokens"]) for record in records]
+    completion = [int(record["completion_tokens"]) for record in records]
+    seconds = [float(record["seconds"]) for record in records]
+    failures = dict.fromkeys(CATEGORIES, 0)
+    for record in records:
+        category = record.get("category")
+        if category:
+            failures[category] = failures.get(category, 0) + 1
+    levels: dict[str, dict[str, int]] = {}
+    for record in records:
+        level = levels.setdefault(str(record.get("level") or "-"), {"n": 0, "correct": 0})
+        level["n"] += 1
+        level["correct"] += int(bool(record["correct"]))
+    first = sum(1 for record in records if (record.get("first_attempt") or {}).get("correct"))
+    return {
+        "n": n,
+        "correct": correct,
+        "accuracy": round(correct / n, 4) if n else 0.0,
+        "first_attempt_correct": first,
+        "first_attempt_accuracy": round(first / n, 4) if n else 0.0,
+        "attempts_mean": round(sum(r["attempts"] for r in records) / n, 3) if n else 0.0,
+        "cells_mean": round(sum(r["cells"] for r in records) / n, 3) if n else 0.0,
+        "prompt_tokens": {"median": _median(prompt), "total": sum(prompt)},
+        "completion_tokens": {"median": _median(completion), "total": sum(completion)},
+        "tokens_estimated": any(record.get("tokens_estimated") for record in records),
+        "seconds": {
+            "median": round(_median(seconds), 3),
+            "p90": round(percentile(seconds, 0.9), 3),
+            "total": round(sum(seconds), 3),
+        },
+        "failures": failures,
+        "by_level": levels,
+    }
+
+
+def render_report(summary: dict[str, Any]) -> str:
+    """The report text printed at the end of a bench run."""
+    n = summary["n"]
+    percent = f" ({100 * summary['accuracy']:.1f}%)" if n else ""
+    prompt, completion, seconds = (
+        summary["prompt_tokens"],
+        summary["completion_tokens"],
+        summary["seconds"],
+    )
+    estimated = " (estimated)" if summary.get("tokens_estimated") else ""
+    failures = ", ".join(f"{name} {count}" for name, count in summary["failures"].items())
+    levels = ", ".join(
+        f"{level} {figures['correct']}/{figures['n']}"
+        for level, figures in sorted(summary["by_level"].items())
+    )
+    lines = [
+        f"accuracy: {summary['correct']}/{n} correct{percent}",
+        f"first attempt only (a one-shot estimate): {summary['first_attempt_correct']}/{n} correct",
+        f"attempts per task: mean {summary['attempts_mean']:.2f}"
+        f" (cells per task: mean {summary['cells_mean']:.2f})",
+        f"prompt tokens{estimated}: median {prompt['median']:,.0f}, total {prompt['total']:,}",
+        f"completion tokens{estimated}: median {completion['median']:,.0f},"
+        f" total {completion['total']:,}",
+        f"wall time per task: median {seconds['median']:.1f} s, p90 {seconds['p90']:.1f} s"
+        f" (total {seconds['total']:.1f} s)",
+        f"failures: {failures}",
+    ]
+    if levels:
+        lines.append(f"by level: {levels}")
+    return "\n".join(lines)

@@ -1,0 +1,296 @@
+"""Running bench tasks: one fresh temporary directory, notebook and kernel per task.
+
+Each task's data file is copied into a new temporary directory, the agent is asked the question
+there (through :func:`jupyter_ci.api.run_notebook_async`, with the bench's settings), the answer
+is extracted from the generated cells' outputs and the final prose, and one JSON line is appended
+to ``DIR/results.jsonl``. The notebook is kept as ``DIR/notebooks/<id>.ipynb``. A run can be
+resumed: tasks that already have a line in ``results.jsonl`` are skipped.
+
+Each record also holds ``first_attempt``: the answers found in the outputs of the first cell's
+first execution only (or, when no cell ran, in the prose answer) and whether they were correct.
+That is what a one-shot run (``--max-attempts 1 --max-steps 1``) with the same prompt would have
+produced when the model is deterministic (temperature 0): its first reply is the same.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from ..errors import ConfigError
+from ..settings import Settings
+from .scoring import Score, extract_answers, score
+from .tasks import Task
+
+#: The failure categories, in report order (a correct task has none).
+CATEGORIES = ("wrong_answer", "no_answer", "caps_hit", "model_error", "kernel_error", "other")
+
+#: Run end reasons that mean a cap stopped the agent.
+CAP_REASONS = frozenset({"max_attempts", "max_steps", "budget_exceeded"})
+
+PROMPT = """\
+Answer a question about the data file `{file_name}` (in the current directory).
+
+Question: {question}
+{constraints}
+Answer format: {format}
+
+Compute the answer with code, then print the final answer line with print(), exactly in that \
+format (one @name[value] for each answer, values as the format asks). Then reply with that \
+answer line."""
+
+
+def build_prompt(task: Task) -> str:
+    """The request the agent gets for ``task``: question, constraints and answer format."""
+    constraints = task.constraints.strip()
+    return PROMPT.format(
+        file_name=Path(task.file_name).name,
+        question=task.question.strip(),
+        constraints=f"Constraints: {constraints}\n" if constraints else "",
+        format=task.format.strip(),
+    )
+
+
+def notebook_texts(path: Path) -> list[str]:
+    """The text outputs of the generated cells of a notebook file, in order.
+
+    Stream text, and the ``text/plain`` of results and displays; tracebacks are left out.
+    """
+    import nbformat
+
+    if not path.is_file():
+        return []
+    notebook = nbformat.read(str(path), as_version=4)  # type: ignore[no-untyped-call]
+    texts: list[str] = []
+    for cell in notebook.cells:
+        if cell.cell_type != "code" or "jupyter_ci" not in cell.get("metadata", {}):
+            continue
+        for output in cell.get("outputs", []):
+            kind = output.get("output_type")
+            if kind == "stream":
+                texts.append(_joined(output.get("text", "")))
+            elif kind in ("execute_result", "display_data"):
+                texts.append(_joined(output.get("data", {}).get("text/plain", "")))
+    return texts
+
+
+def _joined(value: Any) -> str:
+    if isinstance(value, list):
+        return "".join(str(part) for part in value)
+    return str(value)
+
+
+def categorize(result: Score, state: str, reason: str) -> str | None:
+    """The failure category of a task (None when correct).
+
+    A wrong value for any labelled name is ``wrong_answer`` whatever the run's end; with no
+    labelled name answered, the run's end decides: a cap (attempts, steps, tokens or cost) is
+    ``caps_hit``, a model failure ``model_error``, a dead or unstartable kernel
+    ``kernel_error``, a run that finished without the answer ``no_answer``, anything else
+    ``other``.
+    """
+    if result.correct:
+        return None
+    if result.answered:
+        return "wrong_answer"
+    if reason in CAP_REASONS:
+        return "caps_hit"
+    if reason == "model_error":
+        return "model_error"
+    if reason in ("kernel_died", "kernel_error"):
+        return "kernel_error"
+    if state == "done":
+        return "no_answer"
+    return "other"
+
+
+def safe_name(key: str) -> str:
+    """A file name for a task id."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", key) or "task"
+
+
+def read_results(path: Path) -> dict[str, dict[str, Any]]:
+    """The records of ``results.jsonl`` by task id (the last line of an id wins).
+
+    Lines that are not complete JSON objects (a run killed while writing) are ignored.
+    """
+    records: dict[str, dict[str, Any]] = {}
+    if not path.is_file():
+        return records
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict) and "id" in record:
+            records[str(record["id"])] = record
+    return records
+
+
+def append_result(path: Path, record: dict[str, Any]) -> None:
+    """Append one record as a JSON line (after a newline if the file ends without one)."""
+    prefix = ""
+    if path.is_file() and path.stat().st_size:
+        with path.open("rb") as existing:
+            existing.seek(-1, 2)
+            if existing.read(1) != b"\n":
+                prefix = "\n"
+    with path.open("a", encoding="utf-8") as stream:
+        stream.write(prefix + json.dumps(record, ensure_ascii=False) + "\n")
+        stream.flush()
+
+
+async def run_task(task: Task, settings: Settings, out_dir: Path) -> dict[str, Any]:
+    """Run one task in a fresh directory, notebook and kernel; return its result record.
+
+    Raises :class:`~jupyter_ci.errors.ConfigError` when the settings cannot work at all (the
+    same error would end every task).
+    """
+    from ..api import run_notebook_async
+
+    name = safe_name(task.key)
+    kept = out_dir / "notebooks" / f"{name}.ipynb"
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    state, reason, error, answer = "failed", "other", "", ""
+    attempts, cells = 0, 0
+    prompt_tokens = completion_tokens = 0
+    estimated = False
+    cost: float | None = None
+    texts: list[str] = []
+    first_digest: list[str] = []
+
+    def on_event(event: dict[str, Any]) -> None:
+        # The first execution's outputs: what a one-shot run (one cell, one try) would have.
+        if event["type"] == "execution_finished" and not first_digest:
+            first_digest.append(str(event.get("digest") or ""))
+
+    with tempfile.TemporaryDirectory(prefix="jupyter-ci-bench-") as tmp:
+        work = Path(tmp)
+        if task.data_path is not None:
+            shutil.copy2(task.data_path, work / Path(task.file_name).name)
+        notebook = work / f"{name}.ipynb"
+        try:
+            outcome = await run_notebook_async(
+                notebook, build_prompt(task), settings=settings, on_event=on_event
+            )
+        except ConfigError:
+            raise
+        except Exception as exc:  # outside the loop: the kernel or the notebook file failed
+            reason, error = "kernel_error", f"{type(exc).__name__}: {exc}"
+        else:
+            if outcome.reason == "config_error" and outcome.error is not None:
+                raise outcome.error
+            state, reason, answer = outcome.state.value, outcome.reason, outcome.answer
+            error = str(outcome.error) if outcome.error is not None else ""
+            attempts, cells = outcome.attempts, len(outcome.cells)
+            prompt_tokens = outcome.usage.prompt_tokens
+            completion_tokens = outcome.usage.completion_tokens
+            estimated, cost = outcome.usage.estimated, outcome.usage.cost
+        texts = notebook_texts(notebook)
+        if notebook.is_file():
+            shutil.copy2(notebook, kept)
+    answers = extract_answers([*texts, answer])
+    result = score(answers, task.labels)
+    # Without any cell run, the first reply was the prose answer itself.
+    if first_digest:
+        first = extract_answers(first_digest)
+    else:
+        first = extract_answers([answer] if cells == 0 else [])
+    return {
+        "id": task.id,
+        "level": task.level,
+        "correct": result.correct,
+        "category": categorize(result, state, reason),
+        "answers": answers,
+        "expected": dict(task.labels),
+        "first_attempt": {"answers": first, "correct": score(first, task.labels).correct},
+        "attempts": attempts,
+        "cells": cells,
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "tokens_estimated": estimated,
+        "cost": cost,
+        "seconds": round(time.monotonic() - started, 3),
+        "state": state,
+        "reason": reason,
+        "error": error,
+        "answer": answer[:2000],
+        "notebook": f"notebooks/{name}.ipynb" if kept.is_file() else None,
+    }
+
+
+#: Runs one task: ``(task, settings, out_dir) → record``; replaceable in tests.
+TaskRunner = Callable[[Task, Settings, Path], Awaitable[dict[str, Any]]]
+
+
+class ProgressLine:
+    """``[12/40] id=5 correct 23.1s`` lines on a stream (stderr) as tasks finish."""
+
+    def __init__(self, stream: TextIO, total: int) -> None:
+        self.stream = stream
+        self.total = total
+        self.done = 0
+
+    def started(self, task: Task) -> None:
+        """Say which task is running (on a terminal only, overwritten by its result)."""
+        if self.stream.isatty():
+            self.stream.write(f"[{self.done + 1}/{self.total}] id={task.key} running…\r")
+            self.stream.flush()
+
+    def finished(self, record: dict[str, Any]) -> None:
+        """One line for a finished task."""
+        self.done += 1
+        verdict = "correct" if record["correct"] else str(record["category"])
+        clear = "\x1b[2K" if self.stream.isatty() else ""
+        self.stream.write(
+            f"{clear}[{self.done}/{self.total}] id={record['id']} {verdict} "
+            f"{record['seconds']:.1f}s\n"
+        )
+        self.stream.flush()
+
+
+def _prepare(out_dir: Path) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return out_dir / "results.jsonl"
+
+
+async def run_bench(
+    tasks: Sequence[Task],
+    settings: Settings,
+    out_dir: Path,
+    *,
+    resume: bool = False,
+    progress: ProgressLine | None = None,
+    runner: TaskRunner | None = None,
+    warm_up: Callable[[], Awaitable[Any]] | None = None,
+) -> list[dict[str, Any]]:
+    """Run ``tasks`` (skipping, with ``resume``, those already in ``results.jsonl``).
+
+    ``warm_up`` is awaited once before the first task runs (not at all when none is left), so
+    one-time costs such as importing the model client are not counted in a task's time.
+    Returns the records of all ``tasks``, earlier ones included, in the tasks' order.
+    """
+    results_path = _prepare(out_dir)
+    done = read_results(results_path) if resume else {}
+    todo = [task for task in tasks if task.key not in done]
+    if progress is not None:
+        progress.total = len(todo)
+    run_one = runner or run_task
+    if todo and warm_up is not None:
+        await warm_up()
+    for task in todo:
+        if progress is not None:
+            progress.started(task)
+        record = await run_one(task, settings, out_dir)
+        append_result(results_path, record)
+        done[task.key] = record
+        if progress is not None:
+            progress.finished(record)
+    return [done[task.key] for task in tasks if task.key in done]

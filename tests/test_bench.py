@@ -1,0 +1,431 @@
+"""``jupyter ci bench``: task loading, answer extraction and scoring, sampling, resuming, the suite,
+and one end-to-end bench against the scripted model with real kernels."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+
+from jupyter_ci.bench.report import percentile, render_report, summarize
+from jupyter_ci.bench.runner import (
+    append_result,
+    build_prompt,
+    categorize,
+    notebook_texts,
+    read_results,
+    run_bench,
+)
+from jupyter_ci.bench.scoring import extract_answers, score, values_match
+from jupyter_ci.bench.suite import build_suite, suite_questions
+from jupyter_ci.bench.suite.checks import CHECKS, fixed
+from jupyter_ci.bench.tasks import Task, TaskError, load_tasks, select_tasks
+from jupyter_ci.cli import BenchApp
+from jupyter_ci.settings import Settings
+from jupyter_ci.testing import Reply, ScriptedModelServer
+
+REPO = Path(__file__).resolve().parents[1]
+DABENCH_DEV = REPO.parent / "shared" / "data" / "dabench-dev"
+
+FARES = "name,fare\nAnn,30.00\nBob,39.30\nCy,34.65\n"
+
+
+def write_tasks(root: Path, tasks: list[dict[str, Any]], labels: list[dict[str, Any]]) -> Path:
+    """A DABench-format directory with ``fares.csv`` as its only table."""
+    (root / "tables").mkdir(parents=True)
+    (root / "tables" / "fares.csv").write_text(FARES)
+    (root / "questions.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tasks))
+    (root / "labels.jsonl").write_text("".join(json.dumps(x) + "\n" for x in labels))
+    return root
+
+
+def question(task_id: int, text: str, fmt: str) -> dict[str, Any]:
+    return {
+        "id": task_id,
+        "question": text,
+        "concepts": ["Summary Statistics"],
+        "constraints": "Round to two decimal places.",
+        "format": fmt,
+        "file_name": "fares.csv",
+        "level": "easy",
+    }
+
+
+TINY = [
+    question(0, "Calculate the mean fare.", "@mean_fare[value] rounded to two decimals."),
+    question(7, "How many passengers are there?", "@count[value] an integer."),
+]
+TINY_LABELS = [
+    {"id": 7, "common_answers": [["count", "3"]]},  # labels need not be in question order
+    {"id": 0, "common_answers": [["mean_fare", "34.65"]]},
+]
+
+
+# --- tasks -----------------------------------------------------------------------------------
+
+
+def test_loads_the_dabench_format(tmp_path: Path) -> None:
+    root = write_tasks(tmp_path / "t", TINY, TINY_LABELS)
+    tasks = load_tasks(root)
+    assert [task.id for task in tasks] == [0, 7]
+    first = tasks[0]
+    assert first.labels == (("mean_fare", "34.65"),)
+    assert first.data_path == root / "tables" / "fares.csv"
+    assert first.constraints == "Round to two decimal places."
+    assert first.level == "easy"
+    assert first.extra == {"concepts": ["Summary Statistics"]}
+    prompt = build_prompt(first)
+    for part in ("`fares.csv`", "Calculate the mean fare.", "Round to two", "@mean_fare[value]"):
+        assert part in prompt
+
+
+def test_malformed_task_directories_say_what_is_wrong(tmp_path: Path) -> None:
+    with pytest.raises(TaskError, match=r"questions\.jsonl does not exist"):
+        load_tasks(tmp_path)
+    root = write_tasks(tmp_path / "a", TINY, TINY_LABELS[:1])
+    with pytest.raises(TaskError, match="task 0 has no label"):
+        load_tasks(root)
+    root = write_tasks(tmp_path / "b", [{**TINY[0], "file_name": "gone.csv"}], TINY_LABELS)
+    with pytest.raises(TaskError, match=r"gone\.csv is missing"):
+        load_tasks(root)
+    root = write_tasks(tmp_path / "c", [TINY[0], TINY[0]], TINY_LABELS)
+    with pytest.raises(TaskError, match="duplicate id 0"):
+        load_tasks(root)
+    root = write_tasks(tmp_path / "d", TINY, TINY_LABELS)
+    (root / "labels.jsonl").write_text("{not json\n")
+    with pytest.raises(TaskError, match=r"labels\.jsonl:1: not valid JSON"):
+        load_tasks(root)
+
+
+def test_the_dabench_dev_set_loads_and_its_labels_are_extractable() -> None:
+    assert (DABENCH_DEV / "questions.jsonl").is_file(), (
+        f"this test needs the dabench-dev data at {DABENCH_DEV} (see ../shared/data)"
+    )
+    tasks = load_tasks(DABENCH_DEV)
+    assert len(tasks) == 159
+    # Every label, printed in the answer format, is found again and scores correct.
+    for task in tasks:
+        line = ", ".join(f"@{name}[{value}]" for name, value in task.labels)
+        assert score(extract_answers([line]), task.labels).correct, task.id
+
+
+def test_sampling_is_deterministic_with_a_seed() -> None:
+    tasks = [Task(i, f"q{i}", "", "@x[v]", "f.csv", labels=(("x", "1"),)) for i in range(50)]
+    assert [t.id for t in select_tasks(tasks, 5, None)] == [0, 1, 2, 3, 4]
+    first = select_tasks(tasks, 10, 42)
+    assert [t.id for t in first] == [t.id for t in select_tasks(tasks, 10, 42)]
+    assert [t.id for t in first] != list(range(10))
+    assert [t.id for t in first] == sorted(t.id for t in first)  # the tasks' own order
+    assert [t.id for t in select_tasks(tasks, 10, 43)] != [t.id for t in first]
+    assert len(select_tasks(tasks, 500, 1)) == 50
+    assert len(select_tasks(tasks, None, None)) == 50
+
+
+# --- scoring ---------------------------------------------------------------------------------
+
+
+def test_extracts_pairs_in_order_and_the_last_occurrence_wins() -> None:
+    texts = [
+        "mean: 34.6\n@mean_fare[ 34.60 ]\n",
+        "'@count[3]'",  # the repr of a string result
+        "Final answer: @mean_fare[34.65], @median[ 14.45] and @empty[]",
+    ]
+    assert extract_answers(texts) == {
+        "count": "3",
+        "mean_fare": "34.65",
+        "median": "14.45",
+        "empty": "",
+    }
+    assert extract_answers(["no answer here", "@ bad[1] @also bad[2] @x [3]"]) == {}
+
+
+def test_scoring_rules() -> None:
+    labels = [("mean_fare_elderly", "43.47"), ("mean_fare_child", "31.09")]
+    both = {"mean_fare_child": "31.09", "mean_fare_elderly": "43.470", "extra": "1"}
+    assert score(both, labels).correct  # order and extra names do not matter
+    wrong = score({"mean_fare_child": "31.09", "mean_fare_elderly": "43.48"}, labels)
+    assert (wrong.correct, wrong.wrong, wrong.answered) == (False, ("mean_fare_elderly",), True)
+    missing = score({"mean_fare_child": "31.09"}, labels)
+    assert (missing.correct, missing.missing) == (False, ("mean_fare_elderly",))
+    assert not score({}, labels).answered
+    assert not score({"x": "1"}, []).correct  # a task without labels is never correct
+    # Numbers: the same value in another spelling matches; nothing is rounded for the answer.
+    assert values_match("34.650", "34.65")
+    assert values_match(" 35 ", "35.0")
+    assert values_match("-0.00", "0.00")
+    assert values_match("1e-5", "0.00001")
+    assert not values_match("34.649", "34.65")
+    assert not values_match("34.65%", "34.65")
+    assert values_match("nan", " nan ")  # text, not a number: equal after stripping
+    # Text: exact after stripping surrounding whitespace.
+    assert values_match(" Not Normal ", "Not Normal")
+    assert not values_match("not normal", "Not Normal")
+    assert not values_match("1.0", "yes")
+
+
+def test_categories() -> None:
+    correct = score({"a": "1"}, [("a", "1")])
+    wrong = score({"a": "2"}, [("a", "1")])
+    none = score({}, [("a", "1")])
+    assert categorize(correct, "failed", "max_attempts") is None
+    assert categorize(wrong, "failed", "max_attempts") == "wrong_answer"
+    assert categorize(none, "done", "answered") == "no_answer"
+    assert categorize(none, "done", "max_steps") == "caps_hit"
+    assert categorize(none, "failed", "max_attempts") == "caps_hit"
+    assert categorize(none, "failed", "budget_exceeded") == "caps_hit"
+    assert categorize(none, "failed", "model_error") == "model_error"
+    assert categorize(none, "failed", "kernel_died") == "kernel_error"
+    assert categorize(none, "failed", "kernel_error") == "kernel_error"
+    assert categorize(none, "failed", "bad_code_block") == "other"
+
+
+def test_notebook_texts_reads_generated_outputs_only(tmp_path: Path) -> None:
+    notebook = nbformat.v4.new_notebook()
+    mine = nbformat.v4.new_code_cell("x", metadata={"jupyter_ci": {"step": 1}})
+    mine.outputs = [
+        nbformat.v4.new_output("stream", name="stdout", text="@a[1]\n"),
+        nbformat.v4.new_output("execute_result", data={"text/plain": "'@b[2]'"}, execution_count=1),
+        nbformat.v4.new_output("error", ename="E", evalue="@c[3]", traceback=[]),
+    ]
+    theirs = nbformat.v4.new_code_cell("y")
+    theirs.outputs = [nbformat.v4.new_output("stream", name="stdout", text="@d[4]")]
+    notebook.cells = [theirs, mine]
+    path = tmp_path / "n.ipynb"
+    nbformat.write(notebook, str(path))
+    assert extract_answers(notebook_texts(path)) == {"a": "1", "b": "2"}
+    assert notebook_texts(tmp_path / "missing.ipynb") == []
+
+
+# --- results, resume, summary ----------------------------------------------------------------
+
+
+def record(task_id: int | str, correct: bool, seconds: float, **more: Any) -> dict[str, Any]:
+    base = {
+        "id": task_id,
+        "level": "easy",
+        "correct": correct,
+        "category": None if correct else "wrong_answer",
+        "attempts": 1,
+        "cells": 1,
+        "prompt_tokens": 100,
+        "completion_tokens": 10,
+        "seconds": seconds,
+    }
+    return {**base, **more}
+
+
+def test_resume_skips_tasks_already_done(tmp_path: Path) -> None:
+    tasks = [Task(i, f"q{i}", "", "@x[v]", "f.csv", labels=(("x", "1"),)) for i in range(4)]
+    results = tmp_path / "results.jsonl"
+    append_result(results, record(1, True, 1.0))
+    with results.open("a") as stream:
+        stream.write('{"id": 2, "corr')  # a line cut by a killed run
+    ran: list[int | str] = []
+
+    async def fake(task: Task, settings: Settings, out_dir: Path) -> dict[str, Any]:
+        ran.append(task.id)
+        return record(task.id, task.id == 0, 2.0)
+
+    records = asyncio.run(run_bench(tasks, Settings(), tmp_path, resume=True, runner=fake))
+    assert ran == [0, 2, 3]
+    assert [r["id"] for r in records] == [0, 1, 2, 3]
+    assert set(read_results(results)) == {"0", "1", "2", "3"}
+    lines = results.read_text().splitlines()
+    assert len(lines) == 5
+    assert lines[1] == '{"id": 2, "corr'
+    ran.clear()
+    asyncio.run(run_bench(tasks, Settings(), tmp_path, resume=True, runner=fake))
+    assert ran == []
+    asyncio.run(run_bench(tasks[:1], Settings(), tmp_path, resume=False, runner=fake))
+    assert ran == [0]
+
+
+def test_summary_figures_and_report() -> None:
+    records = [
+        record(i, i < 3, float(i + 1), category=None if i < 3 else "caps_hit") for i in range(10)
+    ]
+    records[9]["prompt_tokens"] = 1000
+    summary = summarize(records)
+    assert (summary["n"], summary["correct"], summary["accuracy"]) == (10, 3, 0.3)
+    assert summary["prompt_tokens"] == {"median": 100, "total": 1900}
+    assert summary["seconds"] == {"median": 5.5, "p90": 9.0, "total": 55.0}
+    assert summary["failures"]["caps_hit"] == 7
+    assert summary["failures"]["wrong_answer"] == 0
+    assert summary["by_level"] == {"easy": {"n": 10, "correct": 3}}
+    text = render_report(summary)
+    assert "accuracy: 3/10 correct (30.0%)" in text
+    assert "wall time per task: median 5.5 s, p90 9.0 s" in text
+    assert "failures: wrong_answer 0, no_answer 0, caps_hit 7," in text
+    assert percentile([], 0.9) == 0.0
+    assert percentile([3.0], 0.9) == 3.0
+    assert summarize([])["accuracy"] == 0.0
+
+
+# --- the builtin suite -----------------------------------------------------------------------
+
+
+def test_builtin_suite_builds_about_20_labelled_tasks(tmp_path: Path) -> None:
+    root = build_suite(tmp_path / "suite")
+    tasks = load_tasks(root)
+    assert 18 <= len(tasks) <= 25
+    assert {str(q["id"]) for q in suite_questions()} == set(CHECKS)
+    assert {task.file_name for task in tasks} == {"sales.csv", "sensors.csv", "students.csv"}
+    for task in tasks:
+        assert task.labels, task.id
+        assert all(value for _, value in task.labels), task.id
+        names = [name for name, _ in task.labels]
+        assert all(f"@{name}[" in task.format for name in names), task.id
+    # Deterministic: built again elsewhere, the same bytes.
+    again = build_suite(tmp_path / "again")
+    for name in ("questions.jsonl", "labels.jsonl", "tables/sales.csv", "tables/sensors.csv"):
+        assert (root / name).read_bytes() == (again / name).read_bytes()
+    missing = {task.id: task.labels for task in tasks}["sensors_missing_temperature"]
+    assert int(missing[0][1]) > 0
+    with pytest.raises(ValueError, match="rounding tie"):
+        fixed(0.125, 2)
+    assert fixed(0.1251, 2) == "0.13"
+
+
+# --- end to end ------------------------------------------------------------------------------
+
+
+def ci_bench(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTER_CI_")}
+    return subprocess.run(
+        [sys.executable, "-m", "jupyter", "ci", "bench", *args],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+        env=environment,
+        cwd=cwd,
+    )
+
+
+MEAN_CODE = (
+    "import pandas as pd\ndf = pd.read_csv('fares.csv')\nprint(f'@mean_fare[{df.fare.mean():.2f}]')"
+)
+COUNT_CODE = "import pandas as pd\ndf = pd.read_csv('fares.csv')\nprint(f'@count[{len(df) + 1}]')"
+
+
+def test_bench_end_to_end_with_the_scripted_model(tmp_path: Path) -> None:
+    root = write_tasks(tmp_path / "tiny", TINY, TINY_LABELS)
+    script = [
+        Reply.code(MEAN_CODE, match=r"Question: Calculate the mean fare"),
+        Reply.text("The mean fare is @mean_fare[34.65].", match=r"@mean_fare\[34\.65\]"),
+        Reply.code("print(undefined_name)", match=r"Question: How many passengers"),
+        Reply.code(COUNT_CODE, match=r"NameError"),  # the fix, after a failed first attempt
+        Reply.text("There are @count[4] passengers.", match=r"@count\[4\]"),
+    ]
+    out = tmp_path / "out"
+    with ScriptedModelServer(script) as server:
+        model = ("--model", "openai/scripted", "--api-base", server.base_url)
+        result = ci_bench(str(root), *model, "--out", str(out), "--max-steps", "2", cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        assert server.script.exhausted
+        first_request = server.chat_requests[0].messages[-1]["content"]
+    assert "`fares.csv`" in first_request
+    lines = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert [line["id"] for line in lines] == [0, 7]
+    mean, count = lines
+    assert mean["correct"] is True
+    assert mean["category"] is None
+    assert mean["answers"] == {"mean_fare": "34.65"}
+    assert mean["expected"] == {"mean_fare": "34.65"}
+    assert (mean["state"], mean["reason"], mean["attempts"], mean["cells"]) == (
+        "done",
+        "answered",
+        1,
+        1,
+    )
+    assert mean["prompt_tokens"] > 0
+    assert mean["completion_tokens"] > 0
+    assert mean["seconds"] > 0
+    assert count["correct"] is False
+    assert count["category"] == "wrong_answer"
+    assert count["answers"] == {"count": "4"}
+    assert (count["attempts"], count["cells"]) == (2, 1)
+    assert mean["first_attempt"] == {"answers": {"mean_fare": "34.65"}, "correct": True}
+    assert count["first_attempt"] == {"answers": {}, "correct": False}
+    for line in lines:
+        notebook = nbformat.read(str(out / line["notebook"]), as_version=4)
+        assert len(notebook.cells) == 1
+        assert notebook.cells[0].outputs
+    assert (out / "notebooks" / "0.ipynb").is_file()
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["n"], summary["correct"], summary["accuracy"]) == (2, 1, 0.5)
+    assert summary["attempts_mean"] == 1.5
+    assert summary["first_attempt_correct"] == 1
+    assert summary["failures"]["wrong_answer"] == 1
+    assert "accuracy: 1/2 correct (50.0%)" in result.stdout
+    assert "failures: wrong_answer 1, no_answer 0" in result.stdout
+    assert "first attempt only (a one-shot estimate): 1/2 correct" in result.stdout
+    assert "[1/2] id=0 correct" in result.stderr
+    assert "[2/2] id=7 wrong_answer" in result.stderr
+    bench = json.loads((out / "bench.json").read_text())
+    assert bench["task_ids"] == [0, 7]
+    assert server.base_url not in json.dumps(bench)
+
+    # A second run into the same directory needs --resume; with it, nothing runs again.
+    again = ci_bench(str(root), "--model", "openai/scripted", "--out", str(out), cwd=tmp_path)
+    assert again.returncode == 2
+    assert "--resume" in again.stderr
+    resumed = ci_bench(
+        str(root), "--model", "openai/scripted", "--out", str(out), "--resume", cwd=tmp_path
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    assert "accuracy: 1/2 correct (50.0%)" in resumed.stdout
+    assert len((out / "results.jsonl").read_text().splitlines()) == 2
+
+
+def test_bench_usage_and_configuration_errors_exit_2(tmp_path: Path) -> None:
+    root = write_tasks(tmp_path / "tiny", TINY, TINY_LABELS)
+    usage = ci_bench(cwd=tmp_path)
+    assert usage.returncode == 2
+    assert "usage: jupyter ci bench TASKS" in usage.stderr
+    no_model = ci_bench(str(root), cwd=tmp_path)
+    assert no_model.returncode == 2
+    assert "No model is configured" in no_model.stderr
+    missing = ci_bench(str(tmp_path / "nowhere"), "--model", "openai/x", cwd=tmp_path)
+    assert missing.returncode == 2
+    assert "questions.jsonl does not exist" in missing.stderr
+    resume = ci_bench(str(root), "--model", "openai/x", "--resume", cwd=tmp_path)
+    assert resume.returncode == 2
+    assert "--resume needs --out" in resume.stderr
+    review = ci_bench(str(root), "--model", "openai/x", "--review", cwd=tmp_path)
+    assert review.returncode == 2
+    assert "--mode auto" in review.stderr
+    assert not (tmp_path / "bench-results").exists()
+
+
+def test_bench_builtin_suite_sample_in_process(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in [name for name in os.environ if name.startswith("JUPYTER_CI_")]:
+        monkeypatch.delenv(name)
+    out = tmp_path / "b"
+    with ScriptedModelServer([Reply.text("I cannot tell.", times=None)]) as server:
+        app = BenchApp()
+        model = ["--model", "openai/scripted", "--api-base", server.base_url]
+        app.initialize(["builtin", *model, "--limit", "2", "--sample-seed", "3", "--out", str(out)])
+        assert app.run() == 0
+        prompts = [request.messages[-1]["content"] for request in server.chat_requests]
+    captured = capsys.readouterr()
+    tasks = load_tasks(out / "suite")
+    chosen = select_tasks(tasks, 2, 3)
+    assert json.loads((out / "bench.json").read_text())["task_ids"] == [t.id for t in chosen]
+    assert len(prompts) == 2
+    for task, prompt in zip(chosen, prompts, strict=True):
+        assert f"Question: {task.question}" in prompt
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["n"], summary["correct"], summary["failures"]["no_answer"]) == (2, 0, 2)
+    assert "accuracy: 0/2 correct (0.0%)" in captured.out
+    assert f"[2/2] id={chosen[1].id} no_answer" in captured.err
+    assert not list((out / "notebooks").glob("*.ipynb"))  # no cells, no notebook kept
