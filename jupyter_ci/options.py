@@ -193,6 +193,14 @@ OPTIONS: tuple[Option, ...] = (
         minimum=0,
     ),
     Option(
+        "temperature",
+        float,
+        -1.0,
+        "Sampling temperature sent to the model (0 = as deterministic as the model allows); "
+        "negative means the provider's default.",
+        minimum=-1,
+    ),
+    Option(
         "tool_calling",
         str,
         "auto",

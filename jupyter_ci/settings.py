@@ -48,6 +48,7 @@ class Settings:
     context_tokens: int = 8000
     max_tokens_per_run: int = 200_000
     max_cost_per_run: float = 1.0
+    temperature: float = -1.0
     tool_calling: str = "auto"
     allow_pip_install: bool = False
     strip_provider_keys: bool = False

@@ -41,6 +41,18 @@ async def test_streams_text_with_usage_and_unknown_cost() -> None:
 
 
 @pytest.mark.asyncio
+async def test_temperature_is_sent_only_when_set() -> None:
+    with ScriptedModelServer([Reply.text("a"), Reply.text("b")]) as server:
+        chosen = Settings(model="openai/scripted", api_base=server.base_url, temperature=0.0)
+        await LiteLLMModel(chosen, api_key=KEY).complete(MESSAGES)
+        sent = server.last_request.body
+        await model_for(server).complete(MESSAGES)
+        default = server.last_request.body
+    assert sent["temperature"] == 0
+    assert "temperature" not in default
+
+
+@pytest.mark.asyncio
 async def test_known_model_has_a_cost() -> None:
     with ScriptedModelServer([Reply.text("hello")]) as server:
         reply = await model_for(server, "openai/gpt-4o-mini").complete(MESSAGES)

@@ -71,6 +71,8 @@ class LiteLLMModel:
         self.request_timeout = request_timeout
         self._vision = vision
         self._litellm: Any = None
+        #: None: the provider's default.
+        self.temperature = settings.temperature if settings.temperature >= 0 else None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> LiteLLMModel:
@@ -141,6 +143,8 @@ class LiteLLMModel:
         }
         if self.api_base:
             kwargs["api_base"] = self.api_base
+        if self.temperature is not None:
+            kwargs["temperature"] = self.temperature
         if self._api_key:
             kwargs["api_key"] = self._api_key
         if tools:
