@@ -207,15 +207,59 @@ class KernelDied(Fatal):
 
     code = "kernel_died"
 
-    def __init__(self, detail: str = "") -> None:
+    def __init__(self, detail: str = "", *, restarted: bool = False) -> None:
         super().__init__(
             "The kernel died or was restarted during the run." + (f" {detail}" if detail else ""),
             hint="Earlier cells' variables are gone: re-run the cells you need, then ask again.",
         )
         self.detail = detail
+        #: Restarted (by the user or the server) rather than died.
+        self.restarted = restarted
 
     def _fields(self) -> dict[str, Any]:
-        return {"detail": self.detail}
+        return {"detail": self.detail, "restarted": self.restarted}
+
+
+class NotebookUnavailable(Fatal):
+    """The notebook, or a cell the run needs, is gone: closed, deleted, or not open in the tab."""
+
+    code = "notebook_unavailable"
+
+    def __init__(self, message: str, *, hint: str = "") -> None:
+        super().__init__(
+            message,
+            hint=hint
+            or "Cells already generated were kept; reopen the notebook and ask again to go on.",
+        )
+
+
+class Disconnected(Fatal):
+    """The browser tab that owned a run went away and did not come back within the grace period."""
+
+    code = "disconnected"
+
+    def __init__(self, grace: float) -> None:
+        super().__init__(
+            f"The browser tab running this request disconnected and did not come back within "
+            f"{grace:g} s.",
+            hint="The cells generated so far are in the notebook; reopen it and ask again.",
+        )
+        self.grace = grace
+
+    def _fields(self) -> dict[str, Any]:
+        return {"grace": self.grace}
+
+
+class ServerStopping(Fatal):
+    """The Jupyter server is shutting down; runs in progress stop."""
+
+    code = "server_shutdown"
+
+    def __init__(self) -> None:
+        super().__init__(
+            "The Jupyter server is shutting down; the run stopped.",
+            hint="The cells generated so far are in the notebook; ask again after the restart.",
+        )
 
 
 class StoppedByUser(Fatal):

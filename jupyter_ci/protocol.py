@@ -292,21 +292,46 @@ class CallProgress(TypedDict):
 # --- client requests (browser → server) --------------------------------------------------------
 
 
+class HelloRequest(TypedDict):
+    """The first message of a connection: the tab's id and the notebooks it has open."""
+
+    request: Literal["hello"]
+    request_id: NotRequired[str]
+    client_id: str
+    protocol_version: Literal[1]
+    notebook_paths: list[str]
+
+
+class SubscribeRequest(TypedDict):
+    """The notebooks the tab has open now (it receives their runs' events)."""
+
+    request: Literal["subscribe"]
+    request_id: NotRequired[str]
+    notebook_paths: list[str]
+
+
 class StartRunRequest(TypedDict):
     """Start a run."""
 
     request: Literal["start_run"]
+    request_id: NotRequired[str]
     notebook_path: str
+    kernel_id: str
     prompt: str
     options: dict[str, Any]
     anchor_cell_id: str | None
     handoff_nonce: str | None
+    origin: NotRequired[Literal["panel", "magic"]]
+    regenerate: NotRequired[bool]
+    session_options: NotRequired[dict[str, Any]]
+    user_options: NotRequired[dict[str, Any]]
 
 
 class StopRunRequest(TypedDict):
     """Stop a run."""
 
     request: Literal["stop_run"]
+    request_id: NotRequired[str]
     run_id: str
 
 
@@ -314,6 +339,7 @@ class ReviewRequest(TypedDict):
     """Answer a cell awaiting approval."""
 
     request: Literal["review"]
+    request_id: NotRequired[str]
     run_id: str
     cell_id: str
     decision: Literal["run", "reject"]
@@ -324,8 +350,79 @@ class ReplayRequest(TypedDict):
     """Ask for a run's events after a sequence number."""
 
     request: Literal["replay"]
+    request_id: NotRequired[str]
     run_id: str
     after_seq: int
+
+
+# --- replies and notices (server → clients) ----------------------------------------------------
+
+
+class RunInfo(TypedDict):
+    """A run the server knows of (active or queued), as every tab sees it."""
+
+    run_id: str
+    notebook_path: str
+    kernel_id: str
+    owner: str
+    origin: Literal["panel", "magic"]
+    state: RunStateName
+    prompt: str
+    anchor_cell_id: str | None
+    position: int
+    last_seq: int
+
+
+class RequestAccepted(TypedDict):
+    """The server did what a client request asked."""
+
+    reply_to: str
+    ok: Literal[True]
+    run_id: NotRequired[str]
+    position: NotRequired[int]
+    runs: NotRequired[list[RunInfo]]
+    server_version: NotRequired[str]
+    note: NotRequired[str]
+
+
+class RequestRefused(TypedDict):
+    """The server refused a client request, saying why."""
+
+    reply_to: str
+    ok: Literal[False]
+    error: ErrorInfo
+    run_id: NotRequired[str]
+
+
+class RunsNotice(TypedDict):
+    """The runs now active or queued (sent to every tab when they change)."""
+
+    notice: Literal["runs"]
+    runs: list[RunInfo]
+
+
+class ErrorNotice(TypedDict):
+    """A client message could not be handled; the connection stays open."""
+
+    notice: Literal["error"]
+    error: ErrorInfo
+
+
+CallReply = CallResult | CallFailure
+ClientRequest = (
+    HelloRequest
+    | SubscribeRequest
+    | StartRunRequest
+    | StopRunRequest
+    | ReviewRequest
+    | ReplayRequest
+)
+RequestReply = RequestAccepted | RequestRefused
+Notice = RunsNotice | ErrorNotice
+#: Anything the server sends on the websocket (schema: ServerMessage).
+ServerMessage = RunEvent | Call | RequestReply | Notice
+#: Anything a tab sends on the websocket (schema: ClientMessage).
+ClientMessage = ClientRequest | CallReply | CallProgress
 
 
 class Handoff(TypedDict):
@@ -370,10 +467,17 @@ TYPES: dict[str, type] = {
         CallResult,
         CallFailure,
         CallProgress,
+        HelloRequest,
+        SubscribeRequest,
         StartRunRequest,
         StopRunRequest,
         ReviewRequest,
         ReplayRequest,
+        RunInfo,
+        RequestAccepted,
+        RequestRefused,
+        RunsNotice,
+        ErrorNotice,
         Handoff,
     )
 }
@@ -394,11 +498,19 @@ def validate(definition: str, message: Any) -> None:
     """
     import jsonschema
 
-    root = schema()
-    if definition not in root["$defs"]:
-        raise KeyError(f"no definition {definition!r} in the protocol schema")
-    validator = jsonschema.Draft202012Validator({"$ref": f"#/$defs/{definition}", **root})
+    validator = _validator(definition)
     error = jsonschema.exceptions.best_match(validator.iter_errors(message))
     if error is not None:
         where = "/".join(str(part) for part in error.absolute_path) or "the message"
         raise ValueError(f"invalid {definition}: {where}: {error.message}")
+
+
+@cache
+def _validator(definition: str) -> Any:
+    """A validator for one definition, made once (making one costs far more than using it)."""
+    import jsonschema
+
+    root = schema()
+    if definition not in root["$defs"]:
+        raise KeyError(f"no definition {definition!r} in the protocol schema")
+    return jsonschema.Draft202012Validator({"$ref": f"#/$defs/{definition}", **root})

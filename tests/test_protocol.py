@@ -17,11 +17,15 @@ DEFS = protocol.schema()["$defs"]
 UNIONS = {
     "RunEvent": protocol.RunEvent,
     "Call": protocol.Call,
-    "CallReply": protocol.CallResult | protocol.CallFailure,
-    "ClientRequest": protocol.StartRunRequest
-    | protocol.StopRunRequest
-    | protocol.ReviewRequest
-    | protocol.ReplayRequest,
+    "CallReply": protocol.CallReply,
+    "ClientRequest": protocol.ClientRequest,
+    "RequestReply": protocol.RequestReply,
+    "Notice": protocol.Notice,
+}
+#: Unions of unions: the schema lists the member unions; Python flattens them.
+NESTED = {
+    "ServerMessage": (protocol.ServerMessage, ["RunEvent", "Call", "RequestReply", "Notice"]),
+    "ClientMessage": (protocol.ClientMessage, ["ClientRequest", "CallReply", "CallProgress"]),
 }
 ENUMS = {
     "RunState": [s.value for s in RunState],
@@ -44,7 +48,7 @@ def schema_fields(definition: dict[str, Any]) -> tuple[set[str], set[str]]:
 
 
 def test_every_definition_has_a_python_counterpart() -> None:
-    covered = set(protocol.TYPES) | set(UNIONS) | set(ENUMS) | OPAQUE
+    covered = set(protocol.TYPES) | set(UNIONS) | set(NESTED) | set(ENUMS) | OPAQUE
     assert set(DEFS) == covered
 
 
@@ -64,6 +68,17 @@ def test_unions_list_the_same_members(name: str) -> None:
     assert {cls.__name__ for cls in typing.get_args(UNIONS[name])} == members
 
 
+@pytest.mark.parametrize("name", sorted(NESTED))
+def test_nested_unions_cover_their_members(name: str) -> None:
+    union, members = NESTED[name]
+    assert [ref["$ref"].split("/")[-1] for ref in DEFS[name]["oneOf"]] == members
+    flat: set[str] = set()
+    for member in members:
+        inner = UNIONS.get(member)
+        flat |= {c.__name__ for c in typing.get_args(inner)} if inner else {member}
+    assert {cls.__name__ for cls in typing.get_args(union)} == flat
+
+
 @pytest.mark.parametrize("name", sorted(ENUMS))
 def test_enums_match_the_python_enums(name: str) -> None:
     assert DEFS[name]["enum"] == ENUMS[name]
@@ -78,6 +93,18 @@ def test_literal_tags_match_the_schema_consts() -> None:
 
 
 USAGE = {"prompt_tokens": 10, "completion_tokens": 5, "cost": None}
+RUN_INFO = {
+    "run_id": "r1",
+    "notebook_path": "a.ipynb",
+    "kernel_id": "k-1",
+    "owner": "tab-0123456789",
+    "origin": "panel",
+    "state": "executing",
+    "prompt": "plot",
+    "anchor_cell_id": None,
+    "position": 0,
+    "last_seq": 12,
+}
 BASE = {"run_id": "r1", "seq": 3, "time": 1700000000.5}
 VALID: list[tuple[str, dict[str, Any]]] = [
     ("RunEvent", {**BASE, "type": "state", "state": "fixing", "reason": "cell_error"}),
@@ -175,7 +202,9 @@ VALID: list[tuple[str, dict[str, Any]]] = [
         "ClientRequest",
         {
             "request": "start_run",
+            "request_id": "q1",
             "notebook_path": "a.ipynb",
+            "kernel_id": "k-1",
             "prompt": "plot $x {y}",
             "options": {"max_attempts": 2},
             "anchor_cell_id": "c0",
@@ -193,6 +222,52 @@ VALID: list[tuple[str, dict[str, Any]]] = [
         },
     ),
     ("ClientRequest", {"request": "replay", "run_id": "r1", "after_seq": 0}),
+    (
+        "ClientRequest",
+        {
+            "request": "start_run",
+            "notebook_path": "a.ipynb",
+            "kernel_id": "k-1",
+            "prompt": "plot",
+            "options": {},
+            "anchor_cell_id": "c0",
+            "handoff_nonce": "0123456789abcdef0123",
+            "origin": "magic",
+            "regenerate": True,
+            "session_options": {"max_attempts": 2},
+            "user_options": {"mode": "review"},
+        },
+    ),
+    (
+        "ClientMessage",
+        {
+            "request": "hello",
+            "request_id": "q0",
+            "client_id": "tab-0123456789",
+            "protocol_version": 1,
+            "notebook_paths": ["a.ipynb"],
+        },
+    ),
+    ("ClientMessage", {"request": "subscribe", "notebook_paths": []}),
+    ("ClientMessage", {"call_id": "k3", "progress": "started", "started_at": 2.5}),
+    ("ServerMessage", {"reply_to": "q1", "ok": True, "run_id": "r1", "position": 0}),
+    (
+        "ServerMessage",
+        {
+            "reply_to": "q1",
+            "ok": False,
+            "error": {"code": "kernel_busy", "message": "busy", "hint": "Stop it first."},
+            "run_id": "r0",
+        },
+    ),
+    ("ServerMessage", {"notice": "runs", "runs": [RUN_INFO]}),
+    ("ServerMessage", {"notice": "error", "error": {"code": "bad_message", "message": "x"}}),
+    ("ServerMessage", {**BASE, "type": "usage", "usage": USAGE}),
+    (
+        "ServerMessage",
+        {"call_id": "k", "run_id": "r", "notebook_path": "n", "method": "read_cells"},
+    ),
+    ("RequestReply", {"reply_to": "q0", "ok": True, "runs": [], "server_version": "0.1.0"}),
     (
         "Handoff",
         {
@@ -227,6 +302,7 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
         {
             "request": "start_run",
             "notebook_path": "a",
+            "kernel_id": "k",
             "prompt": "",
             "options": {},
             "anchor_cell_id": None,
@@ -234,6 +310,26 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
         },
         "",
     ),
+    (
+        "ClientRequest",
+        {
+            "request": "start_run",
+            "notebook_path": "a",
+            "prompt": "p",
+            "options": {},
+            "anchor_cell_id": None,
+            "handoff_nonce": None,
+        },
+        "",
+    ),
+    (
+        "ClientMessage",
+        {"request": "hello", "client_id": "short", "protocol_version": 1, "notebook_paths": []},
+        "",
+    ),
+    ("RunInfo", {**RUN_INFO, "position": -1}, "position"),
+    ("ServerMessage", {"reply_to": "q", "ok": False}, ""),
+    ("Notice", {"notice": "runs", "runs": [{**RUN_INFO, "api_key": "sk-1"}]}, ""),
     (
         "Handoff",
         {

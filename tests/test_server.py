@@ -51,6 +51,8 @@ async def test_status_reports_version_and_models_only(jp_fetch: Any) -> None:
         "version": __version__,
         "model": "openai/scripted",
         "models": ["openai/scripted", "openai/other"],
+        "persistent": True,
+        "storage_problem": None,
     }
     assert "127.0.0.1:9" not in body
     assert SECRET not in body

@@ -24,10 +24,12 @@ from ..errors import (
     CellError,
     CellTimeout,
     ConfigError,
+    Disconnected,
     InternalError,
     JupyterCIError,
     KernelDied,
     ModelError,
+    NotebookUnavailable,
     StoppedByUser,
 )
 from ..models.base import Model, ModelReply, TokenUsage
@@ -185,6 +187,8 @@ class AgentRun:
         self.notices: list[str] = []
         self._seq = 0
         self._stopping = False
+        self._stop_reason = "user"
+        self._stop_error: JupyterCIError | None = None
         self._model_task: asyncio.Task[ModelReply] | None = None
         self._executing = False
         self._interrupt_task: asyncio.Future[None] | None = None
@@ -193,11 +197,18 @@ class AgentRun:
 
     # --- control ------------------------------------------------------------------------------
 
-    def stop(self) -> None:
-        """Stop the run: abort the model stream and interrupt the kernel if a cell is running."""
+    def stop(self, reason: str = "user", error: JupyterCIError | None = None) -> None:
+        """Stop the run: abort the model stream and interrupt the kernel if a cell is running.
+
+        ``reason`` is the stopped run's reason: ``user`` (Stop, an interrupt), ``disconnected``,
+        ``kernel_restarted`` or ``server_shutdown``. A run stopped before it started ends at once
+        when :meth:`run` is called. ``error`` says what happened (default: stopped by the user).
+        """
         if self.machine.terminal or self._stopping:
             return
         self._stopping = True
+        self._stop_reason = reason
+        self._stop_error = error
         if self._model_task is not None and not self._model_task.done():
             self._model_task.cancel()
         if self._executing:
@@ -230,6 +241,8 @@ class AgentRun:
         self._started = time.monotonic()
         answer = ""
         try:
+            if self._stopping:
+                raise StoppedByUser()
             self._check_mode()
             self._move(RunState.GENERATING)
             messages = await self._first_messages()
@@ -269,11 +282,18 @@ class AgentRun:
         except asyncio.CancelledError:
             if not self._stopping:
                 raise
-            return self._end(RunState.STOPPED, "user", StoppedByUser(), answer)
+            error = self._stop_error or StoppedByUser()
+            return self._end(RunState.STOPPED, self._stop_reason, error, answer)
         except StoppedByUser as err:
-            return self._end(RunState.STOPPED, "user", err, answer)
+            return self._end(RunState.STOPPED, self._stop_reason, self._stop_error or err, answer)
         except KernelDied as err:
+            if err.restarted:
+                return self._end(RunState.STOPPED, "kernel_restarted", err, answer)
             return self._end(RunState.FAILED, "kernel_died", err, answer)
+        except Disconnected as err:
+            return self._end(RunState.STOPPED, "disconnected", err, answer)
+        except NotebookUnavailable as err:
+            return self._end(RunState.FAILED, "notebook_unavailable", err, answer)
         except BudgetExceeded as err:
             return self._end(RunState.FAILED, "budget_exceeded", err, answer)
         except ModelError as err:

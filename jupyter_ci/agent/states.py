@@ -89,10 +89,13 @@ END_REASONS: dict[RunState, frozenset[str]] = {
             "budget_exceeded",
             "bad_code_block",
             "missing_package",
+            "notebook_unavailable",
             "internal_error",
         }
     ),
-    RunState.STOPPED: frozenset({"user", "disconnected", "kernel_restarted", "server_shutdown"}),
+    RunState.STOPPED: frozenset(
+        {"user", "disconnected", "kernel_restarted", "kernel_shutdown", "server_shutdown"}
+    ),
 }
 
 

@@ -1,15 +1,48 @@
-"""The jupyter-ci server extension application."""
+"""The jupyter-ci server extension application: configuration, keys, runs, conversations."""
 
 from __future__ import annotations
 
+import asyncio
+import os
+from collections.abc import Mapping
 from typing import Any
 
+from jupyter_core.utils import ensure_async
 from jupyter_server.extension.application import ExtensionApp
 
 from .._version import __version__
 from ..config import JupyterCI
-from ..settings import Settings, resolve_settings
-from .handlers import StatusHandler
+from ..models.base import Model
+from ..settings import Layer, Settings, resolve_settings
+from .dispatch import Dispatcher
+from .handlers import ConversationHandler, StatusHandler
+from .hub import Hub
+from .keys import PROVIDER_KEY_VARIABLES, KeyRing
+from .runs import RunManager
+from .store import ConversationStore
+from .ws import RunSocketHandler
+
+KERNEL_ACTIONS = "https://events.jupyter.org/jupyter_server/kernel_actions/v1"
+CONTENTS_EVENTS = "https://events.jupyter.org/jupyter_server/contents_service/v1"
+
+#: Seconds a run waits for its tab to reconnect before it stops.
+DISCONNECT_GRACE = 30.0
+
+
+class _ServerKernels:
+    """The run manager's view of the server's kernels."""
+
+    def __init__(self, app: JupyterCIServer) -> None:
+        self.app = app
+
+    def has(self, kernel_id: str) -> bool:
+        manager = self.app.serverapp.kernel_manager if self.app.serverapp else None
+        return manager is not None and kernel_id in manager
+
+    async def interrupt(self, kernel_id: str) -> None:
+        manager: Any = self.app.serverapp.kernel_manager if self.app.serverapp else None
+        if manager is not None and kernel_id in manager:
+            await ensure_async(manager.interrupt_kernel(kernel_id))
 
 
 class JupyterCIServer(ExtensionApp):
@@ -21,18 +54,156 @@ class JupyterCIServer(ExtensionApp):
     load_other_extensions = True
     classes = [JupyterCI]
 
+    #: Seconds a run waits for its tab to come back after a disconnect (tests shorten it).
+    disconnect_grace = DISCONNECT_GRACE
+
     def initialize_settings(self) -> None:
-        """Read the configuration once and expose it to the handlers."""
+        """Read the configuration, take the key out of the environment, set up the run manager."""
+        from ..models import litellm_model
+
+        # The server imports litellm once and serves many runs: keep its objects out of the
+        # garbage collector's full passes (see FREEZE_AFTER_IMPORT).
+        litellm_model.FREEZE_AFTER_IMPORT = True
         self.ci_config = JupyterCI(parent=self)
         self.settings["jupyter_ci"] = self
+        server = self.server_settings()
+        # Before any kernel starts: kernels inherit the server's environment.
+        self.keyring = KeyRing.take(
+            server.api_key_env, strip_provider_keys=server.strip_provider_keys
+        )
+        root = getattr(self.serverapp, "root_dir", "") or ""
+        self.store = ConversationStore(
+            server.db_path or None, scope=os.path.abspath(root), logger=self.log
+        )
+        self.hub = Hub()
+        self.manager = RunManager(
+            publisher=self.hub,
+            kernels=_ServerKernels(self),
+            resolve=self.resolve_request,
+            make_model=self.make_model,
+            store=None,  # set once the store is open (it opens on the server's event loop)
+            grace=self.disconnect_grace,
+            secrets=self.secrets,
+            logger=self.log,
+        )
+        self.hub.on_connected = self.manager.client_connected
+        self.hub.on_disconnected = self.manager.client_disconnected
+        self.dispatcher = Dispatcher(self.hub, self.manager)
+        #: Set once the store is open and the server's events are listened to.
+        self.started = asyncio.Event()
+        self._starting: asyncio.Future[None] | None = None
 
     def initialize_handlers(self) -> None:
         """Route ``/jupyter-ci/*``; every handler authenticates and authorizes."""
-        self.handlers.extend([(r"/jupyter-ci/status", StatusHandler)])
+        self.handlers.extend(
+            [
+                (r"/jupyter-ci/status", StatusHandler),
+                (r"/jupyter-ci/conversation", ConversationHandler),
+                (r"/jupyter-ci/ws", RunSocketHandler),
+            ]
+        )
+
+    async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
+        """Once the server's event loop runs: open the store, listen to kernel and file events."""
+        await self.ensure_started()
+
+    async def ensure_started(self) -> None:
+        """Open the store and subscribe to the server's events, once.
+
+        Called when the server starts, and again (a no-op then) by every handler, so a server
+        that never ran the start hook (an embedding, a test harness) still works.
+        """
+        if self._starting is None:
+            self._starting = asyncio.ensure_future(self._start())
+        await asyncio.shield(self._starting)
+
+    async def _start(self) -> None:
+        await self.store.open()
+        try:
+            abandoned = await self.store.abandon_unfinished_runs("stopped", "server_shutdown")
+        except Exception:
+            abandoned = []
+            self.log.warning("jupyter-ci: could not close the runs of an earlier server")
+        if abandoned:
+            self.log.info("jupyter-ci: %d run(s) of an earlier server marked ended", len(abandoned))
+        self.manager.store = self.store
+        logger = getattr(self.serverapp, "event_logger", None)
+        if logger is not None:
+            logger.add_listener(schema_id=KERNEL_ACTIONS, listener=self._on_kernel_action)
+            logger.add_listener(schema_id=CONTENTS_EVENTS, listener=self._on_contents_event)
+        self.started.set()
+
+    async def stop_extension(self) -> None:
+        """Stop the runs and close the store."""
+        await self.manager.close()
+        await self.store.close()
+
+    # --- events of the server --------------------------------------------------------------
+
+    async def _on_kernel_action(self, logger: Any, schema_id: str, data: Mapping[str, Any]) -> None:
+        if data.get("status") != "success" or not data.get("kernel_id"):
+            return
+        action = data.get("action")
+        if action == "restart":
+            self.manager.kernel_restarted(str(data["kernel_id"]))
+        elif action == "shutdown":
+            self.manager.kernel_restarted(str(data["kernel_id"]), shutdown=True)
+
+    async def _on_contents_event(
+        self, logger: Any, schema_id: str, data: Mapping[str, Any]
+    ) -> None:
+        action = data.get("action")
+        if action == "delete" and data.get("path"):
+            # A new notebook at that path starts a new conversation.
+            try:
+                await self.store.forget_path(str(data["path"]))
+            except Exception:
+                self.log.warning("jupyter-ci: could not archive the conversation of a deleted file")
+            return
+        if action != "rename" or not data.get("source_path"):
+            return
+        old, new = str(data["source_path"]), str(data["path"])
+        self.manager.notebook_renamed(old, new)
+        self.hub.rename(old, new)
+        try:
+            await self.store.rename(old, new)
+        except Exception:
+            self.log.warning("jupyter-ci: could not move the conversation of %s", old)
+
+    # --- settings, keys and models ---------------------------------------------------------
 
     def server_settings(self) -> Settings:
         """The server's own settings (its trusted layer), resolved over the defaults."""
         return resolve_settings(self.ci_config.as_layers())
+
+    def resolve_request(self, request: Mapping[str, Any]) -> Settings:
+        """A ``start_run`` request's settings: the request's options over the kernel's ``%ci``
+        settings over the user's settings over the server's. Only the server's are trusted."""
+        return resolve_settings(
+            [
+                *self.ci_config.as_layers(),
+                Layer("your JupyterLab settings", dict(request.get("user_options") or {})),
+                Layer("the kernel's %ci settings", dict(request.get("session_options") or {})),
+                Layer("this request", dict(request.get("options") or {})),
+            ]
+        )
+
+    def make_model(self, settings: Settings) -> Model:
+        """The run's model, with the key the server holds for it (imports litellm lazily).
+
+        Its calls run on a background event loop: litellm's per-request work must not stall
+        the server's loop (see :mod:`jupyter_ci.models.threaded`).
+        """
+        from ..models.litellm_model import LiteLLMModel
+        from ..models.threaded import ThreadedModel
+
+        return ThreadedModel(LiteLLMModel(settings, api_key=self.keyring.api_key_for(settings)))
+
+    def secrets(self) -> list[str]:
+        """Every key the server knows of, to scrub from what leaves it."""
+        own = self.keyring.secrets()
+        provider = [os.environ.get(name, "") for name in PROVIDER_KEY_VARIABLES.values()]
+        return [value for value in (*own, *provider) if len(value) >= 8]
 
     def status(self) -> dict[str, Any]:
         """``GET /jupyter-ci/status``: version and model names, never keys nor api_base."""
@@ -41,4 +212,6 @@ class JupyterCIServer(ExtensionApp):
             "version": __version__,
             "model": settings.model or None,
             "models": settings.configured_models,
+            "persistent": self.store.persistent,
+            "storage_problem": self.store.problem,
         }

@@ -38,6 +38,64 @@ class StatusHandler(BaseHandler):
 
     @web.authenticated
     @authorized
-    def get(self) -> None:
+    async def get(self) -> None:
         """Return the status document."""
+        await self.ci_app.ensure_started()
         self.write_json(self.ci_app.status())
+
+
+class ConversationHandler(BaseHandler):
+    """``/jupyter-ci/conversation?path=NOTEBOOK``: a notebook's conversation for the chat panel.
+
+    ``GET`` returns its messages (oldest first) and the tokens and cost of its runs; ``DELETE``
+    clears it (the panel asks the user first). Conversations follow notebook renames.
+    """
+
+    def _path(self) -> str:
+        path = self.get_query_argument("path", "").strip()
+        if not path:
+            raise web.HTTPError(400, "Give the notebook's path as ?path=...")
+        return path
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        """The conversation's messages and usage."""
+        await self.ci_app.ensure_started()
+        store = self.ci_app.store
+        conversation = await store.conversation_for(self._path())
+        messages = await store.messages(conversation.id)
+        totals = await store.usage_totals(conversation.id)
+        self.write_json(
+            {
+                "conversation_id": conversation.id,
+                "path": conversation.path,
+                "messages": [
+                    {
+                        "role": message.role,
+                        "text": message.text,
+                        "run_id": message.run_id,
+                        "time": message.created,
+                    }
+                    for message in messages
+                ],
+                "usage": {
+                    "prompt_tokens": totals.prompt_tokens,
+                    "completion_tokens": totals.completion_tokens,
+                    "cost": totals.cost,
+                    "runs": totals.runs,
+                },
+                "persistent": store.persistent,
+            }
+        )
+
+    @web.authenticated
+    @authorized
+    async def delete(self) -> None:
+        """Clear the conversation (its messages and run records)."""
+        await self.ci_app.ensure_started()
+        store = self.ci_app.store
+        conversation = await store.conversation_for(self._path())
+        await store.clear(conversation.id)
+        self.set_status(204)
+        self.finish()

@@ -374,11 +374,24 @@ export interface ICallProgress {
 export type CallReply = ICallResult | ICallFailure;
 
 /**
- * Start a run (from the panel, or a claimed %%ci handoff).
+ * Start a run (from the panel, or a claimed %%ci handoff). options are the
+ * request's own options; session_options the %ci session settings of the kernel
+ * (from the handoff); user_options the user's JupyterLab settings. All three
+ * are untrusted: they may choose among what the server configured, never a new
+ * api_base.
  */
 export interface IStartRunRequest {
   request: 'start_run';
+  /**
+   * Chosen by the client; the server's RequestReply carries it back as
+   * reply_to. At least 1 character.
+   */
+  request_id?: string;
   notebook_path: string;
+  /**
+   * The notebook's kernel (one run at a time per kernel). At least 1 character.
+   */
+  kernel_id: string;
   /**
    * At least 1 character.
    */
@@ -386,10 +399,26 @@ export interface IStartRunRequest {
   options: Record<string, unknown>;
   anchor_cell_id: string | null;
   handoff_nonce: string | null;
+  /**
+   * panel (refused while the kernel is busy) or magic (queued in order).
+   */
+  origin?: 'panel' | 'magic';
+  /**
+   * %%ci --regenerate: replace the unedited generated cells of the anchor's
+   * last run.
+   */
+  regenerate?: boolean;
+  session_options?: Record<string, unknown>;
+  user_options?: Record<string, unknown>;
 }
 
 export interface IStopRunRequest {
   request: 'stop_run';
+  /**
+   * Chosen by the client; the server's RequestReply carries it back as
+   * reply_to. At least 1 character.
+   */
+  request_id?: string;
   run_id: string;
 }
 
@@ -399,6 +428,11 @@ export interface IStopRunRequest {
  */
 export interface IReviewRequest {
   request: 'review';
+  /**
+   * Chosen by the client; the server's RequestReply carries it back as
+   * reply_to. At least 1 character.
+   */
+  request_id?: string;
   run_id: string;
   cell_id: string;
   decision: 'run' | 'reject';
@@ -413,6 +447,11 @@ export interface IReviewRequest {
  */
 export interface IReplayRequest {
   request: 'replay';
+  /**
+   * Chosen by the client; the server's RequestReply carries it back as
+   * reply_to. At least 1 character.
+   */
+  request_id?: string;
   run_id: string;
   /**
    * An integer, at least 0.
@@ -424,7 +463,143 @@ export interface IReplayRequest {
  * Discriminated by `request`.
  */
 export type ClientRequest =
-  IStartRunRequest | IStopRunRequest | IReviewRequest | IReplayRequest;
+  | IHelloRequest
+  | ISubscribeRequest
+  | IStartRunRequest
+  | IStopRunRequest
+  | IReviewRequest
+  | IReplayRequest;
+
+/**
+ * The first message of a connection: who the tab is (client_id, stable across
+ * its reconnects) and the notebooks it has open. The server replies with the
+ * runs in progress.
+ */
+export interface IHelloRequest {
+  request: 'hello';
+  /**
+   * Chosen by the client; the server's RequestReply carries it back as
+   * reply_to. At least 1 character.
+   */
+  request_id?: string;
+  /**
+   * At least 8 characters.
+   */
+  client_id: string;
+  protocol_version: 1;
+  notebook_paths: string[];
+}
+
+/**
+ * The notebooks the tab has open now: it receives the events of runs on them
+ * (runs it owns are always sent to it).
+ */
+export interface ISubscribeRequest {
+  request: 'subscribe';
+  /**
+   * Chosen by the client; the server's RequestReply carries it back as
+   * reply_to. At least 1 character.
+   */
+  request_id?: string;
+  notebook_paths: string[];
+}
+
+/**
+ * A run the server knows of (active or queued), as every connected tab sees it.
+ */
+export interface IRunInfo {
+  run_id: string;
+  notebook_path: string;
+  kernel_id: string;
+  /**
+   * The client_id of the tab that started the run (its calls go only there).
+   */
+  owner: string;
+  origin: 'panel' | 'magic';
+  state: RunState;
+  prompt: string;
+  anchor_cell_id: string | null;
+  /**
+   * 0 for the kernel's active run; 1, 2, ... for runs queued behind it. An
+   * integer, at least 0.
+   */
+  position: number;
+  /**
+   * The sequence number of the run's latest event (0 before any). An integer,
+   * at least 0.
+   */
+  last_seq: number;
+}
+
+/**
+ * The server did what a client request asked. start_run: run_id and position (0
+ * = running now); hello: runs and server_version; replay: the events follow
+ * this reply.
+ */
+export interface IRequestAccepted {
+  reply_to: string;
+  ok: true;
+  run_id?: string;
+  /**
+   * An integer, at least 0.
+   */
+  position?: number;
+  runs?: IRunInfo[];
+  server_version?: string;
+  /**
+   * A sentence for the user (e.g. why no model was called).
+   */
+  note?: string;
+}
+
+/**
+ * The server refused a client request, saying why and what to do; run_id names
+ * the run in the way (e.g. the kernel's active run, to offer Stop).
+ */
+export interface IRequestRefused {
+  reply_to: string;
+  ok: false;
+  error: IErrorInfo;
+  run_id?: string;
+}
+
+/**
+ * Discriminated by `ok`.
+ */
+export type RequestReply = IRequestAccepted | IRequestRefused;
+
+/**
+ * Sent to every tab whenever a run starts, changes state or ends: the runs now
+ * active or queued.
+ */
+export interface IRunsNotice {
+  notice: 'runs';
+  runs: IRunInfo[];
+}
+
+/**
+ * A message from the client could not be handled (not JSON, not a known
+ * message, too large); the connection stays open.
+ */
+export interface IErrorNotice {
+  notice: 'error';
+  error: IErrorInfo;
+}
+
+/**
+ * Discriminated by `notice`.
+ */
+export type Notice = IRunsNotice | IErrorNotice;
+
+/**
+ * Anything the server sends on the websocket.
+ */
+export type ServerMessage = RunEvent | Call | RequestReply | Notice;
+
+/**
+ * Anything a tab sends on the websocket.
+ */
+export type ClientMessage = ClientRequest | CallReply | ICallProgress;
 
 /**
  * What %%ci outputs (mime type application/vnd.jupyter-ci.handoff+json) when it
@@ -495,5 +670,16 @@ export interface IProtocolDefinitions {
   ReviewRequest: IReviewRequest;
   ReplayRequest: IReplayRequest;
   ClientRequest: ClientRequest;
+  HelloRequest: IHelloRequest;
+  SubscribeRequest: ISubscribeRequest;
+  RunInfo: IRunInfo;
+  RequestAccepted: IRequestAccepted;
+  RequestRefused: IRequestRefused;
+  RequestReply: RequestReply;
+  RunsNotice: IRunsNotice;
+  ErrorNotice: IErrorNotice;
+  Notice: Notice;
+  ServerMessage: ServerMessage;
+  ClientMessage: ClientMessage;
   Handoff: IHandoff;
 }

@@ -37,6 +37,19 @@ export interface ISample {
   message: unknown;
 }
 
+const RUN_INFO: IProtocolDefinitions['RunInfo'] = {
+  run_id: 'r1',
+  notebook_path: 'a.ipynb',
+  kernel_id: 'k-1',
+  owner: 'tab-0123456789',
+  origin: 'panel',
+  state: 'executing',
+  prompt: 'plot',
+  anchor_cell_id: null,
+  position: 0,
+  last_seq: 12
+};
+
 function valid<K extends DefinitionName>(
   definition: K,
   message: IProtocolDefinitions[K]
@@ -216,7 +229,9 @@ export const VALID: ISample[] = [
   // ClientRequest: each member.
   valid('ClientRequest', {
     request: 'start_run',
+    request_id: 'q1',
     notebook_path: 'a.ipynb',
+    kernel_id: 'k-1',
     prompt: 'plot $x {y}',
     options: { max_attempts: 2 },
     anchor_cell_id: 'c0',
@@ -231,6 +246,70 @@ export const VALID: ISample[] = [
     source: null
   }),
   valid('ClientRequest', { request: 'replay', run_id: 'r1', after_seq: 0 }),
+  valid('ClientRequest', {
+    request: 'start_run',
+    notebook_path: 'a.ipynb',
+    kernel_id: 'k-1',
+    prompt: 'plot',
+    options: {},
+    anchor_cell_id: 'c0',
+    handoff_nonce: '0123456789abcdef0123',
+    origin: 'magic',
+    regenerate: true,
+    session_options: { max_attempts: 2 },
+    user_options: { mode: 'review' }
+  }),
+  valid('HelloRequest', {
+    request: 'hello',
+    request_id: 'q0',
+    client_id: 'tab-0123456789',
+    protocol_version: 1,
+    notebook_paths: ['a.ipynb']
+  }),
+  valid('SubscribeRequest', { request: 'subscribe', notebook_paths: [] }),
+  valid('ClientMessage', {
+    request: 'subscribe',
+    notebook_paths: ['a.ipynb']
+  }),
+  valid('ClientMessage', {
+    call_id: 'k3',
+    progress: 'started',
+    started_at: 2.5
+  }),
+
+  // Replies and notices (server to tabs).
+  valid('RunInfo', RUN_INFO),
+  valid('RequestAccepted', {
+    reply_to: 'q1',
+    ok: true,
+    run_id: 'r1',
+    position: 0
+  }),
+  valid('RequestRefused', {
+    reply_to: 'q1',
+    ok: false,
+    error: { code: 'kernel_busy', message: 'busy', hint: 'Stop it first.' },
+    run_id: 'r0'
+  }),
+  valid('RequestReply', {
+    reply_to: 'q0',
+    ok: true,
+    runs: [RUN_INFO],
+    server_version: '0.1.0'
+  }),
+  valid('RunsNotice', { notice: 'runs', runs: [RUN_INFO] }),
+  valid('ErrorNotice', {
+    notice: 'error',
+    error: { code: 'bad_message', message: 'not JSON' }
+  }),
+  valid('Notice', { notice: 'runs', runs: [] }),
+  valid('ServerMessage', { notice: 'runs', runs: [] }),
+  valid('ServerMessage', {
+    call_id: 'k',
+    run_id: 'r',
+    notebook_path: 'n',
+    method: 'read_cells'
+  }),
 
   valid('Handoff', {
     version: 1,
@@ -306,9 +385,31 @@ export const INVALID: ISample[] = [
     // @ts-expect-error -- results are closed
     error: { code: 'x', message: 'y' }
   }),
+  // @ts-expect-error -- start_run names the kernel
+  invalid('ClientRequest', 'a start_run without kernel_id', {
+    request: 'start_run',
+    notebook_path: 'a',
+    prompt: 'p',
+    options: {},
+    anchor_cell_id: null,
+    handoff_nonce: null
+  }),
+  invalid('HelloRequest', 'a short client id', {
+    request: 'hello',
+    client_id: 'short',
+    protocol_version: 1,
+    notebook_paths: []
+  }),
+  invalid('RunInfo', 'a negative queue position', { ...RUN_INFO, position: -1 }),
+  // @ts-expect-error -- a refusal carries its error
+  invalid('RequestReply', 'a refusal without error', {
+    reply_to: 'q',
+    ok: false
+  }),
   invalid('ClientRequest', 'an empty prompt', {
     request: 'start_run',
     notebook_path: 'a',
+    kernel_id: 'k',
     prompt: '',
     options: {},
     anchor_cell_id: null,

@@ -1,0 +1,153 @@
+"""What the server does with each message a tab sends: one small dispatcher.
+
+It takes the raw text of a websocket message and a connection, checks the message against the
+protocol schema (``ClientMessage``), and hands it to the hub (``hello``, ``subscribe``) or the run
+manager (``start_run``, ``stop_run``, ``review``, ``replay``, call replies). Every request with a
+``request_id`` gets a ``RequestReply``; a message that cannot be handled gets an ``ErrorNotice``
+and the connection stays open. Tests feed it plain strings, no socket needed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from .. import protocol
+from .._version import __version__
+from .hub import Connection, Hub
+from .runs import RunManager, RunRefused
+
+log = logging.getLogger("jupyter_ci.server")
+
+#: Larger messages are refused with a clear error (the browser caps outputs well below this);
+#: tornado's own limit, above it, would drop the connection.
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+
+
+def error_info(code: str, message: str, hint: str = "") -> dict[str, Any]:
+    """An ErrorInfo."""
+    info = {"code": code, "message": message}
+    if hint:
+        info["hint"] = hint
+    return info
+
+
+class Dispatcher:
+    """Routes the messages of every connection."""
+
+    def __init__(
+        self, hub: Hub, manager: RunManager, *, max_bytes: int = MAX_MESSAGE_BYTES
+    ) -> None:
+        self.hub = hub
+        self.manager = manager
+        self.max_bytes = max_bytes
+
+    async def handle(self, connection: Connection, raw: str | bytes) -> None:
+        """Handle one message from ``connection``."""
+        size = len(raw)
+        try:
+            message = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            self._notice(connection, "bad_message", "The message is not JSON.")
+            return
+        if not isinstance(message, dict):
+            self._notice(connection, "bad_message", "The message is not a JSON object.")
+            return
+        if size > self.max_bytes:
+            self._too_large(connection, message, size)
+            return
+        try:
+            protocol.validate("ClientMessage", message)
+        except ValueError as err:
+            self._refuse(connection, message, error_info("bad_message", str(err)))
+            return
+        client_id = self.hub.client_of(connection)
+        if "request" in message:
+            await self._request(connection, client_id, message)
+        elif client_id is None:
+            self._notice(connection, "no_hello", "Say hello before anything else.")
+        elif not self.manager.deliver(client_id, message):
+            log.debug("jupyter-ci: a reply for no waiting call: %s", message.get("call_id"))
+
+    async def _request(
+        self, connection: Connection, client_id: str | None, message: dict[str, Any]
+    ) -> None:
+        kind = message["request"]
+        if kind == "hello":
+            self.hub.hello(connection, str(message["client_id"]), message["notebook_paths"])
+            self._accept(connection, message, runs=self.manager.runs(), server_version=__version__)
+            return
+        if client_id is None:
+            self._refuse(
+                connection, message, error_info("no_hello", "Say hello before anything else.")
+            )
+            return
+        try:
+            if kind == "subscribe":
+                self.hub.subscribe(connection, message["notebook_paths"])
+                self._accept(connection, message)
+            elif kind == "start_run":
+                run_id, position = await self.manager.start(client_id, message)
+                self._accept(connection, message, run_id=run_id, position=position)
+            elif kind == "stop_run":
+                await self.manager.stop(str(message["run_id"]))
+                self._accept(connection, message, run_id=str(message["run_id"]))
+            elif kind == "review":
+                self.manager.review(
+                    str(message["run_id"]),
+                    str(message["cell_id"]),
+                    str(message["decision"]),
+                    message.get("source"),
+                )
+                self._accept(connection, message, run_id=str(message["run_id"]))
+            elif kind == "replay":
+                events = self.manager.replay(str(message["run_id"]), int(message["after_seq"]))
+                self._accept(connection, message, run_id=str(message["run_id"]))
+                for event in events:
+                    connection.send(event)
+        except RunRefused as refused:
+            self._refuse(connection, message, refused.to_dict(), run_id=refused.run_id)
+
+    # --- replies -------------------------------------------------------------------------
+
+    @staticmethod
+    def _accept(connection: Connection, message: dict[str, Any], **fields: Any) -> None:
+        request_id = message.get("request_id")
+        if request_id:
+            connection.send({"reply_to": request_id, "ok": True, **fields})
+
+    @staticmethod
+    def _refuse(
+        connection: Connection,
+        message: dict[str, Any],
+        error: dict[str, Any],
+        run_id: str | None = None,
+    ) -> None:
+        request_id = message.get("request_id")
+        if isinstance(request_id, str) and request_id:
+            reply: dict[str, Any] = {"reply_to": request_id, "ok": False, "error": error}
+            if run_id:
+                reply["run_id"] = run_id
+            connection.send(reply)
+        else:
+            connection.send({"notice": "error", "error": error})
+
+    @staticmethod
+    def _notice(connection: Connection, code: str, text: str) -> None:
+        connection.send({"notice": "error", "error": error_info(code, text)})
+
+    def _too_large(self, connection: Connection, message: dict[str, Any], size: int) -> None:
+        limit = self.max_bytes // (1024 * 1024)
+        info = error_info(
+            "too_large",
+            f"A message of {size / 1024 / 1024:.1f} MB is larger than the {limit} MB the "
+            "server accepts.",
+            "The cell's outputs are too large to read back; print less, or write them to a file.",
+        )
+        client_id = self.hub.client_of(connection)
+        call_id = message.get("call_id")
+        if client_id is not None and isinstance(call_id, str) and "progress" not in message:
+            # The waiting call fails with this error instead of waiting forever.
+            self.manager.deliver(client_id, {"call_id": call_id, "ok": False, "error": info})
+        self._refuse(connection, message, info)

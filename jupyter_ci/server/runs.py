@@ -1,0 +1,653 @@
+"""The run manager: runs of the agent loop in the server, one at a time per kernel.
+
+A run starts from a tab's ``start_run`` (the panel, or a claimed ``%%ci`` handoff) and belongs to
+that tab: its calls go only there (:mod:`jupyter_ci.server.calls`). Per kernel there is one lane:
+the active run and, behind it, ``%%ci`` requests queued in order (Run All with two ``%%ci`` cells);
+a panel request while the lane is busy is refused, naming the active run so the panel can offer
+Stop.
+
+The manager also:
+
+- resolves each request's settings over the server's own (the request, the kernel's ``%ci``
+  session settings and the user's JupyterLab settings are untrusted layers: they may pick among
+  configured models, never a new ``api_base``);
+- keeps every event of a run in memory for replay after a reconnect, sends it to the owner and
+  to tabs that have the notebook open, and records it (not tokens) in the conversation store;
+- stops a run whose tab stays away longer than the grace period, or whose kernel restarts or
+  shuts down, or when the server stops, recording why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ..agent.loop import AgentRun, ReviewDecision, RunOutcome, RunRequest
+from ..agent.states import RunState
+from ..errors import (
+    ConfigError,
+    Disconnected,
+    JupyterCIError,
+    KernelDied,
+    ServerStopping,
+    StoppedByUser,
+)
+from ..models.base import Model
+from ..models.scrub import scrub
+from ..settings import Settings
+from ..workspaces.lab import LabWorkspace
+from .calls import CallChannel
+
+log = logging.getLogger("jupyter_ci.server")
+
+#: Earlier messages of the notebook's conversation given to the model with a new request.
+HISTORY_MESSAGES = 12
+#: Events (other than tokens) kept in memory per run for replay.
+MAX_KEPT_EVENTS = 20_000
+#: Finished runs kept in memory for replay.
+KEPT_FINISHED_RUNS = 50
+
+
+class RunRefused(JupyterCIError):
+    """A client request the manager refuses; ``run_id`` names the run in the way, if any."""
+
+    def __init__(
+        self, code: str, message: str, *, hint: str = "", run_id: str | None = None
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.refusal_code = code
+        self.run_id = run_id
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ErrorInfo of the refusal."""
+        return {"code": self.refusal_code, "message": self.message, "hint": self.hint}
+
+
+class Publisher(Protocol):
+    """Where the manager's messages go (the :class:`~jupyter_ci.server.hub.Hub`)."""
+
+    def send(self, client_id: str, message: dict[str, Any]) -> bool:
+        """Send to one tab; False if it is not connected."""
+        ...
+
+    def publish(self, notebook_path: str, owner: str, message: dict[str, Any]) -> None:
+        """Send a run event to its owner and the tabs with its notebook open."""
+        ...
+
+    def broadcast(self, message: dict[str, Any]) -> None:
+        """Send to every tab."""
+        ...
+
+    def is_connected(self, client_id: str) -> bool:
+        """Whether the tab is connected now."""
+        ...
+
+
+class Kernels(Protocol):
+    """What the manager needs of the server's kernels."""
+
+    def has(self, kernel_id: str) -> bool:
+        """Whether the server runs this kernel."""
+        ...
+
+    async def interrupt(self, kernel_id: str) -> None:
+        """Interrupt the kernel (as its interrupt button does)."""
+        ...
+
+
+class Store(Protocol):
+    """The parts of the conversation store the manager uses."""
+
+    async def conversation_for(self, notebook_path: str) -> Any:
+        """The notebook's conversation (made on first use)."""
+        ...
+
+    async def messages(self, conversation_id: str, limit: int | None = ...) -> Sequence[Any]:
+        """The conversation's messages, oldest first."""
+        ...
+
+    async def add_message(
+        self, conversation_id: str, role: str, text: str, run_id: str | None = None
+    ) -> Any:
+        """Append a message."""
+        ...
+
+    async def start_run(
+        self,
+        conversation_id: str,
+        run_id: str,
+        prompt: str,
+        options: dict[str, Any],
+        anchor_cell_id: str | None,
+        origin: str,
+    ) -> Any:
+        """Record a new run."""
+        ...
+
+    async def record_events(self, run_id: str, events: Sequence[Mapping[str, Any]]) -> Any:
+        """Record events of a run, in order, in one transaction."""
+        ...
+
+    async def set_cell_source(self, run_id: str, cell_id: str, source: str) -> Any:
+        """Record the source jupyter-ci wrote into a generated cell."""
+        ...
+
+    async def rename(self, old_path: str, new_path: str) -> Any:
+        """The notebook moved; its conversation follows."""
+        ...
+
+
+#: Makes the model of a run from its settings (the server's key goes in here, never out).
+ModelFactory = Callable[[Settings], Model]
+#: Resolves a request's settings over the server's (raises ConfigError when not allowed).
+SettingsResolver = Callable[[Mapping[str, Any]], Settings]
+
+
+@dataclass
+class ManagedRun:
+    """One run the manager holds: its loop, its workspace, its channel and its events."""
+
+    run_id: str
+    owner: str
+    notebook_path: str
+    kernel_id: str
+    origin: str
+    prompt: str
+    anchor_cell_id: str | None
+    settings: Settings
+    agent: AgentRun
+    workspace: TrackingLabWorkspace
+    channel: CallChannel
+    conversation_id: str | None = None
+    events: list[dict[str, Any]] = field(default_factory=list)
+    reviews: dict[str, asyncio.Future[ReviewDecision]] = field(default_factory=dict)
+    task: asyncio.Task[RunOutcome] | None = None
+    outcome: RunOutcome | None = None
+    grace_timer: asyncio.TimerHandle | None = None
+    writes: asyncio.Queue[dict[str, Any] | None] = field(default_factory=asyncio.Queue)
+    writer: asyncio.Task[None] | None = None
+    created: float = field(default_factory=time.time)
+    #: The sequence number of the latest event (tokens included).
+    seq: int = 0
+
+    @property
+    def state(self) -> RunState:
+        """Where the run is."""
+        return self.agent.machine.state
+
+    @property
+    def last_seq(self) -> int:
+        """The sequence number of the latest event (0 before any)."""
+        return self.seq
+
+    def info(self, position: int) -> dict[str, Any]:
+        """The run's RunInfo."""
+        return {
+            "run_id": self.run_id,
+            "notebook_path": self.notebook_path,
+            "kernel_id": self.kernel_id,
+            "owner": self.owner,
+            "origin": self.origin,
+            "state": self.state.value,
+            "prompt": self.prompt,
+            "anchor_cell_id": self.anchor_cell_id,
+            "position": position,
+            "last_seq": self.last_seq,
+        }
+
+
+class TrackingLabWorkspace(LabWorkspace):
+    """A Lab workspace that remembers the source it wrote into each cell it inserted.
+
+    The run record keeps a hash of each generated cell's source: the truth about whether the
+    user edited it since (DESIGN.md §3, re-running).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.written: dict[str, str] = {}
+
+    async def insert_cell(
+        self,
+        after_id: str | None,
+        source: str = "",
+        metadata: Mapping[str, Any] | None = None,
+    ) -> str:
+        """Insert, and remember the cell's source."""
+        cell_id = await super().insert_cell(after_id, source, metadata)
+        self.written[cell_id] = source
+        return cell_id
+
+    async def append_source(self, cell_id: str, text: str) -> None:
+        """Append, and remember."""
+        await super().append_source(cell_id, text)
+        if cell_id in self.written:
+            self.written[cell_id] += text
+
+    async def replace_source(self, cell_id: str, source: str) -> None:
+        """Replace, and remember."""
+        await super().replace_source(cell_id, source)
+        if cell_id in self.written:
+            self.written[cell_id] = source
+
+
+class RunManager:
+    """Starts, queues, stops and reports the runs of one Jupyter server."""
+
+    def __init__(
+        self,
+        *,
+        publisher: Publisher,
+        kernels: Kernels,
+        resolve: SettingsResolver,
+        make_model: ModelFactory,
+        store: Store | None = None,
+        grace: float = 30.0,
+        secrets: Callable[[], Sequence[str]] = list,
+        logger: logging.Logger | None = None,
+    ) -> None:
+        self.publisher = publisher
+        self.kernels = kernels
+        self.resolve = resolve
+        self.make_model = make_model
+        self.store = store
+        self.grace = grace
+        self.secrets = secrets
+        self.log = logger or log
+        self._lanes: dict[str, list[ManagedRun]] = {}
+        self._runs: dict[str, ManagedRun] = {}
+        self._finished: list[str] = []
+        self._nonces: set[str] = set()
+        self._closing = False
+
+    # --- queries -------------------------------------------------------------------------
+
+    def runs(self) -> list[dict[str, Any]]:
+        """RunInfo of every active or queued run."""
+        infos: list[dict[str, Any]] = []
+        for lane in self._lanes.values():
+            infos.extend(run.info(position) for position, run in enumerate(lane))
+        return infos
+
+    def get(self, run_id: str) -> ManagedRun | None:
+        """A run held in memory (active, queued or recently finished)."""
+        return self._runs.get(run_id)
+
+    def active_run(self, kernel_id: str) -> ManagedRun | None:
+        """The run active on a kernel, if any."""
+        lane = self._lanes.get(kernel_id)
+        return lane[0] if lane else None
+
+    # --- requests ------------------------------------------------------------------------
+
+    async def start(self, client_id: str, request: Mapping[str, Any]) -> tuple[str, int]:
+        """Start (or queue) a run for a ``start_run`` request; returns its id and position.
+
+        Raises :class:`RunRefused` with what to do when the request cannot run.
+        """
+        if self._closing:
+            raise RunRefused("server_shutdown", "The server is shutting down.")
+        kernel_id = str(request["kernel_id"])
+        notebook_path = str(request["notebook_path"])
+        origin = str(request.get("origin") or "panel")
+        if not self.kernels.has(kernel_id):
+            raise RunRefused(
+                "kernel_unavailable",
+                "The notebook's kernel is not running on this server.",
+                hint="Start or select a kernel for the notebook, then ask again.",
+            )
+        nonce = request.get("handoff_nonce")
+        if nonce and nonce in self._nonces:
+            raise RunRefused(
+                "handoff_claimed",
+                "This %%ci request was already taken by a jupyter-ci tab.",
+                hint="Run the %%ci cell again to make a new request.",
+            )
+        lane = self._lanes.setdefault(kernel_id, [])
+        if lane and origin == "panel":
+            active = lane[0]
+            raise RunRefused(
+                "kernel_busy",
+                "jupyter-ci is already working in this kernel.",
+                hint="Wait for it to finish, or stop it first.",
+                run_id=active.run_id,
+            )
+        try:
+            settings = self.resolve(request)
+            if not settings.model:
+                raise ConfigError.no_model()
+            model = self.make_model(settings)
+        except JupyterCIError as err:
+            info = err.to_dict()
+            raise RunRefused(str(info["code"]), err.message, hint=err.hint) from None
+        if nonce:
+            self._nonces.add(nonce)
+        run = await self._create(client_id, request, settings, model, origin)
+        lane.append(run)
+        position = len(lane) - 1
+        self.log.info(
+            "jupyter-ci: run %s for %s (%s, model %s)%s",
+            run.run_id,
+            notebook_path,
+            origin,
+            settings.model,
+            f", queued at {position}" if position else "",
+        )
+        if position == 0:
+            self._launch(run)
+        self._announce()
+        return run.run_id, position
+
+    async def stop(self, run_id: str) -> None:
+        """Stop a run the user sees: abort the model stream, interrupt the kernel."""
+        run = self._runs.get(run_id)
+        if run is None:
+            raise RunRefused("unknown_run", "There is no such run on this server.")
+        self._stop(run, "user", StoppedByUser())
+
+    def review(self, run_id: str, cell_id: str, decision: str, source: str | None) -> None:
+        """The user's answer to a cell awaiting approval."""
+        run = self._runs.get(run_id)
+        future = run.reviews.get(cell_id) if run is not None else None
+        if future is None or future.done():
+            raise RunRefused(
+                "not_awaiting_review",
+                "That cell is not waiting for a review.",
+                hint="It may have been answered already, or the run ended.",
+            )
+        future.set_result(ReviewDecision(decision, source))
+
+    def replay(self, run_id: str, after_seq: int) -> list[dict[str, Any]]:
+        """The run's events after ``after_seq`` (held in memory)."""
+        run = self._runs.get(run_id)
+        if run is None:
+            raise RunRefused(
+                "unknown_run",
+                "That run is not held by the server any more.",
+                hint="Its record is in the conversation history.",
+            )
+        return [event for event in run.events if event["seq"] > after_seq]
+
+    def deliver(self, client_id: str, reply: Mapping[str, Any]) -> bool:
+        """Hand a call reply from a tab to the run that made the call."""
+        for run in self._runs.values():
+            if run.owner == client_id and run.channel.deliver(reply):
+                return True
+        return False
+
+    # --- what happens around the runs ------------------------------------------------------
+
+    def client_connected(self, client_id: str) -> None:
+        """A tab (re)connected: its runs stop waiting and get their unanswered calls again."""
+        for run in self._runs.values():
+            if run.owner != client_id or run.state.terminal:
+                continue
+            if run.grace_timer is not None:
+                run.grace_timer.cancel()
+                run.grace_timer = None
+            run.channel.resend()
+
+    def client_disconnected(self, client_id: str) -> None:
+        """A tab went away: its runs wait ``grace`` seconds for it, then stop."""
+        loop = asyncio.get_running_loop()
+        for run in self._runs.values():
+            if run.owner != client_id or run.state.terminal or run.grace_timer is not None:
+                continue
+            run.grace_timer = loop.call_later(self.grace, self._grace_over, run)
+
+    def _grace_over(self, run: ManagedRun) -> None:
+        run.grace_timer = None
+        if self.publisher.is_connected(run.owner) or run.state.terminal:
+            return
+        error = Disconnected(self.grace)
+        self.log.info("jupyter-ci: run %s stopped: its tab did not come back", run.run_id)
+        run.workspace.lost(error)
+        run.channel.close(error)
+        self._stop(run, "disconnected", error)
+
+    def kernel_restarted(self, kernel_id: str, *, shutdown: bool = False) -> None:
+        """The kernel restarted or shut down: its runs stop (cells are never replayed)."""
+        for run in list(self._lanes.get(kernel_id, [])):
+            detail = "The kernel was shut down." if shutdown else "The kernel was restarted."
+            error = KernelDied(detail, restarted=True)
+            run.workspace.lost(error)
+            run.channel.fail_pending(error)
+            self._stop(run, "kernel_shutdown" if shutdown else "kernel_restarted", error)
+
+    def notebook_renamed(self, old_path: str, new_path: str) -> None:
+        """A notebook moved: its runs' calls name the new path from now on."""
+        for run in self._runs.values():
+            if run.notebook_path == old_path:
+                run.notebook_path = new_path
+                run.channel.notebook_path = new_path
+
+    async def close(self) -> None:
+        """Stop every run (the server is stopping) and wait for them to end."""
+        self._closing = True
+        tasks: list[asyncio.Future[Any]] = []
+        for run in list(self._runs.values()):
+            if not run.state.terminal:
+                self._stop(run, "server_shutdown", ServerStopping())
+            if run.task is not None:
+                tasks.append(run.task)
+            if run.writer is not None:
+                tasks.append(run.writer)
+        if tasks:
+            await asyncio.wait(tasks, timeout=10)
+
+    # --- internals -----------------------------------------------------------------------
+
+    async def _create(
+        self,
+        client_id: str,
+        request: Mapping[str, Any],
+        settings: Settings,
+        model: Model,
+        origin: str,
+    ) -> ManagedRun:
+        run_id = uuid.uuid4().hex
+        notebook_path = str(request["notebook_path"])
+        kernel_id = str(request["kernel_id"])
+        prompt = str(request["prompt"])
+        anchor = request.get("anchor_cell_id")
+        conversation_id, history = await self._conversation(notebook_path)
+        channel = CallChannel(
+            run_id, notebook_path, lambda message: self.publisher.send(client_id, message)
+        )
+        workspace = TrackingLabWorkspace(
+            channel,
+            interrupt_kernel=lambda: self.kernels.interrupt(kernel_id),
+            kernel_alive=lambda: self.kernels.has(kernel_id),
+        )
+        holder: list[ManagedRun] = []
+        agent = AgentRun(
+            RunRequest(prompt, settings, anchor_id=anchor, history=history),
+            workspace,
+            model,
+            run_id=run_id,
+            on_event=lambda event: self._on_event(holder[0], event),
+            approve=lambda cell_id, source, diff: self._approve(holder[0], cell_id),
+            use_tools=settings.tool_calling == "on",
+        )
+        run = ManagedRun(
+            run_id,
+            client_id,
+            notebook_path,
+            kernel_id,
+            origin,
+            prompt,
+            anchor if isinstance(anchor, str) else None,
+            settings,
+            agent,
+            workspace,
+            channel,
+            conversation_id,
+        )
+        holder.append(run)
+        self._runs[run_id] = run
+        run.writer = asyncio.ensure_future(self._write_events(run))
+        if self.store is not None and conversation_id is not None:
+            await self._store_call(
+                self.store.start_run(
+                    conversation_id,
+                    run_id,
+                    prompt,
+                    settings.public_dict(),
+                    run.anchor_cell_id,
+                    origin,
+                )
+            )
+            await self._store_call(
+                self.store.add_message(conversation_id, "user", prompt, run_id=run_id)
+            )
+        return run
+
+    async def _conversation(self, notebook_path: str) -> tuple[str | None, list[dict[str, Any]]]:
+        if self.store is None:
+            return None, []
+        try:
+            conversation = await self.store.conversation_for(notebook_path)
+            messages = await self.store.messages(conversation.id, limit=HISTORY_MESSAGES)
+        except Exception:  # the store says why in its own log; runs go on without history
+            self.log.warning("jupyter-ci: the conversation store failed", exc_info=True)
+            return None, []
+        history = [
+            {"role": message.role, "content": message.text}
+            for message in messages
+            if message.role in ("user", "assistant") and message.text
+        ]
+        return str(conversation.id), history
+
+    def _launch(self, run: ManagedRun) -> None:
+        run.task = asyncio.ensure_future(self._run(run))
+
+    async def _run(self, run: ManagedRun) -> RunOutcome:
+        try:
+            outcome = await run.agent.run()
+        finally:
+            run.channel.close()
+            for future in run.reviews.values():
+                if not future.done():
+                    future.cancel()
+        run.outcome = outcome
+        await self._finish(run, outcome)
+        return outcome
+
+    async def _finish(self, run: ManagedRun, outcome: RunOutcome) -> None:
+        lane = self._lanes.get(run.kernel_id, [])
+        if run in lane:
+            lane.remove(run)
+        if not lane:
+            self._lanes.pop(run.kernel_id, None)
+        # The final sources of the generated cells, written after the events that inserted them
+        # (the answer itself was recorded from its message event).
+        for cell_id, source in run.workspace.written.items():
+            run.writes.put_nowait({"type": "_source", "cell_id": cell_id, "source": source})
+        run.writes.put_nowait(None)
+        self._finished.append(run.run_id)
+        while len(self._finished) > KEPT_FINISHED_RUNS:
+            self._runs.pop(self._finished.pop(0), None)
+        self.log.info("jupyter-ci: run %s ended: %s", run.run_id, outcome.status_line())
+        if lane and lane[0].task is None:
+            self._launch(lane[0])
+        self._announce()
+
+    def _stop(self, run: ManagedRun, reason: str, error: JupyterCIError) -> None:
+        if run.state.terminal:
+            return
+        run.agent.stop(reason, error)
+        for future in run.reviews.values():
+            if not future.done():
+                future.set_exception(StoppedByUser())
+        if run.task is None:
+            # Queued: it ends at once (stopped) without touching the notebook.
+            self._launch(run)
+
+    async def _approve(self, run: ManagedRun, cell_id: str) -> ReviewDecision:
+        future: asyncio.Future[ReviewDecision] = asyncio.get_running_loop().create_future()
+        run.reviews[cell_id] = future
+        try:
+            return await future
+        finally:
+            run.reviews.pop(cell_id, None)
+
+    def _on_event(self, run: ManagedRun, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        if kind in ("message", "finished"):
+            event = self._scrubbed(event)
+        run.seq = int(event["seq"])
+        if kind != "token" and len(run.events) < MAX_KEPT_EVENTS:
+            # Tokens are not kept for replay: the cells hold the code they streamed, and the
+            # model's prose arrives whole in its message event.
+            run.events.append(event)
+        self.publisher.publish(run.notebook_path, run.owner, event)
+        if kind != "token":
+            run.writes.put_nowait(event)
+        if kind == "execution_started":
+            cell_id = str(event.get("cell_id"))
+            source = run.workspace.written.get(cell_id)
+            if source is not None:
+                run.writes.put_nowait({"type": "_source", "cell_id": cell_id, "source": source})
+        if kind == "state":
+            self._announce()
+
+    def _scrubbed(self, event: dict[str, Any]) -> dict[str, Any]:
+        secrets = list(self.secrets())
+        clean = dict(event)
+        if isinstance(clean.get("text"), str):
+            clean["text"] = scrub(clean["text"], secrets)
+        error = clean.get("error")
+        if isinstance(error, dict):
+            clean["error"] = {
+                key: scrub(value, secrets) if isinstance(value, str) else value
+                for key, value in error.items()
+            }
+        return clean
+
+    async def _write_events(self, run: ManagedRun) -> None:
+        """Record the run's events in order, off the loop's hot path.
+
+        Whatever has queued up while the previous write ran is written in one transaction: a
+        fast run (or twenty at once) never waits for one disk sync per event.
+        """
+        while True:
+            batch = [await run.writes.get()]
+            while not run.writes.empty():
+                batch.append(run.writes.get_nowait())
+            ended = None in batch
+            items = [item for item in batch if item is not None]
+            if self.store is not None and run.conversation_id is not None:
+                await self._write_batch(run.run_id, items)
+            if ended:
+                return
+
+    async def _write_batch(self, run_id: str, items: list[dict[str, Any]]) -> None:
+        assert self.store is not None
+        events: list[dict[str, Any]] = []
+        for item in items:
+            if item.get("type") != "_source":
+                events.append(item)
+                continue
+            # A cell's source comes after the events that inserted the cell.
+            if events:
+                await self._store_call(self.store.record_events(run_id, events))
+                events = []
+            await self._store_call(
+                self.store.set_cell_source(run_id, str(item["cell_id"]), str(item["source"]))
+            )
+        if events:
+            await self._store_call(self.store.record_events(run_id, events))
+
+    async def _store_call(self, call: Awaitable[Any]) -> None:
+        try:
+            await call
+        except Exception:
+            self.log.warning("jupyter-ci: the conversation store failed", exc_info=True)
+
+    def _announce(self) -> None:
+        self.publisher.broadcast({"notice": "runs", "runs": self.runs()})

@@ -1,0 +1,104 @@
+"""``/jupyter-ci/ws``: the websocket between the server and each JupyterLab tab.
+
+Authenticated like every Jupyter handler, and authorized like kernel execution (a run executes
+code in the user's kernels): the user must be allowed to ``execute`` on ``kernels`` and on
+jupyter-ci's own resource. Origin checks and keep-alive pings come from jupyter_server's
+``WebSocketMixin``. What each message does is decided by :mod:`jupyter_ci.server.dispatch`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from jupyter_core.utils import ensure_async
+from jupyter_server.auth.decorator import ws_authenticated
+from jupyter_server.base.handlers import JupyterHandler
+from jupyter_server.base.websocket import WebSocketMixin
+from tornado import web
+from tornado.websocket import WebSocketClosedError, WebSocketHandler
+
+from .dispatch import MAX_MESSAGE_BYTES
+from .handlers import AUTH_RESOURCE
+
+if TYPE_CHECKING:
+    from .app import JupyterCIServer
+
+#: Tornado drops a connection on messages above this; the dispatcher refuses, with an error,
+#: messages between MAX_MESSAGE_BYTES and this.
+HARD_MESSAGE_LIMIT = 4 * MAX_MESSAGE_BYTES
+
+
+class _SocketConnection:
+    """The hub's view of one websocket: ``send`` queues JSON and never raises."""
+
+    def __init__(self, handler: RunSocketHandler) -> None:
+        self.handler = handler
+        self.open = True
+
+    def send(self, message: dict[str, Any]) -> None:
+        if not self.open:
+            return
+        try:
+            future = self.handler.write_message(json.dumps(message))
+        except WebSocketClosedError:
+            self.open = False
+            return
+        future.add_done_callback(_ignore_closed)
+
+
+def _ignore_closed(future: Any) -> None:
+    if not future.cancelled():
+        future.exception()  # retrieve it: a closed stream is not an error here
+
+
+class RunSocketHandler(WebSocketMixin, WebSocketHandler, JupyterHandler):
+    """One tab's connection: requests and call replies in; events, calls and replies out."""
+
+    auth_resource = AUTH_RESOURCE
+
+    @property
+    def ci_app(self) -> JupyterCIServer:
+        """The running extension application."""
+        app: JupyterCIServer = self.settings["jupyter_ci"]
+        return app
+
+    def set_default_headers(self) -> None:
+        """No HTTP headers of JupyterHandler's (this is a websocket)."""
+
+    @property
+    def max_message_size(self) -> int:
+        """Tornado's limit; the dispatcher refuses messages above its own, lower one."""
+        return HARD_MESSAGE_LIMIT
+
+    @ws_authenticated
+    async def get(self, *args: Any, **kwargs: Any) -> None:
+        """Upgrade to a websocket once the user may execute code in kernels."""
+        user = self.current_user
+        for action, resource in (("execute", "kernels"), ("execute", AUTH_RESOURCE)):
+            check = self.authorizer.is_authorized(self, user, action, resource)
+            allowed = await ensure_async(check)
+            if not allowed:
+                self.log.warning("jupyter-ci: %s may not %s %s", user, action, resource)
+                raise web.HTTPError(403)
+        await self.ci_app.ensure_started()
+        await super().get(*args, **kwargs)
+
+    def open(self, *args: Any, **kwargs: Any) -> None:
+        """Start pings; the tab introduces itself with a ``hello``."""
+        super().open(*args, **kwargs)
+        # Calls and their replies are small request/response messages: without this, Nagle's
+        # algorithm and delayed ACKs hold each one back by tens of milliseconds.
+        self.set_nodelay(True)
+        self.connection = _SocketConnection(self)
+
+    async def on_message(self, message: str | bytes) -> None:
+        """Hand the message to the dispatcher."""
+        await self.ci_app.dispatcher.handle(self.connection, message)
+
+    def on_close(self) -> None:
+        """The tab went away (or reconnects on a new socket)."""
+        connection = getattr(self, "connection", None)
+        if connection is not None:
+            connection.open = False
+            self.ci_app.hub.closed(connection)

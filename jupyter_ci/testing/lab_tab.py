@@ -1,0 +1,454 @@
+"""A Python stand-in for a JupyterLab tab with jupyter-ci: the browser's side of the websocket.
+
+:class:`ScriptedTab` connects to a running Jupyter server's ``/jupyter-ci/ws``, says hello, keeps
+an in-memory notebook per path, and answers the server's calls the way the labextension does:
+cells are inserted, edited and read by id; ``run_cell`` executes in the notebook's real kernel
+(through a kernel client the test supplies), reports ``started`` when the kernel begins the cell,
+and returns the outputs; ``inspect_variables`` sends a silent request with the expression. A call
+id seen before is answered with the same result, never done twice (the server resends unanswered
+calls after a reconnect).
+
+Tests and benchmarks drive the server with it without a browser:
+
+    tab = ScriptedTab(server_url, token, kernel_client_for=connect)
+    await tab.connect()
+    tab.open_notebook("a.ipynb", kernel_id, cells=[...])
+    reply = await tab.request({"request": "start_run", ...})
+    finished = await tab.wait_for_event(lambda e: e["type"] == "finished")
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..workspaces.kernel_exec import DisplayRegistry, ExecutionCollector
+
+#: Makes an (async, started) jupyter_client kernel client for a kernel id.
+KernelClientFactory = Callable[[str], Awaitable[Any]]
+
+
+@dataclass
+class TabNotebook:
+    """A notebook as the tab holds it: its kernel and its cells (nbformat-like dicts)."""
+
+    path: str
+    kernel_id: str
+    cells: list[dict[str, Any]] = field(default_factory=list)
+
+    def index(self, cell_id: str) -> int:
+        """The position of a cell; ``KeyError`` if there is none with that id."""
+        for position, cell in enumerate(self.cells):
+            if cell["id"] == cell_id:
+                return position
+        raise KeyError(cell_id)
+
+    def cell(self, cell_id: str) -> dict[str, Any]:
+        """The cell with this id."""
+        return self.cells[self.index(cell_id)]
+
+    def sources(self) -> list[str]:
+        """The cells' sources, in order."""
+        return [str(cell["source"]) for cell in self.cells]
+
+
+def code_cell(source: str, cell_id: str | None = None, **metadata: Any) -> dict[str, Any]:
+    """A code cell dict for :meth:`ScriptedTab.open_notebook`."""
+    return {
+        "id": cell_id or uuid.uuid4().hex[:12],
+        "cell_type": "code",
+        "source": source,
+        "outputs": [],
+        "execution_count": None,
+        "metadata": dict(metadata),
+    }
+
+
+class CallRefused(Exception):
+    """Raised by a call handler to answer with a ``CallFailure`` of this code."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class ScriptedTab:
+    """One tab: a websocket to the server, notebooks, and a kernel client per kernel."""
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        *,
+        kernel_client_for: KernelClientFactory | None = None,
+        client_id: str | None = None,
+        instant: bool = False,
+        keep_tokens: bool = True,
+    ) -> None:
+        self.base_url = base_url.rstrip("/") + "/"
+        self.token = token
+        self.kernel_client_for = kernel_client_for
+        #: Answer run_cell and inspect_variables at once, without a kernel (for benchmarks of
+        #: the server's own cost): every cell "succeeds" with no output.
+        self.instant = instant
+        #: False: token events are not kept in :attr:`received` (long benchmarks).
+        self.keep_tokens = keep_tokens
+        self._count = 0
+        self.client_id = client_id or f"tab-{uuid.uuid4().hex}"
+        self.notebooks: dict[str, TabNotebook] = {}
+        #: Everything the server sent, in order.
+        self.received: list[dict[str, Any]] = []
+        #: Every call the tab answered (by call id), with how many times it was sent.
+        self.calls_seen: dict[str, int] = {}
+        #: False: calls are recorded but not answered (a hung tab).
+        self.answering = True
+        #: Ids of the cells whose run_cell the kernel has begun (reported ``started``).
+        self.started_cells: list[str] = []
+        self._results: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._kernels: dict[str, Any] = {}
+        self._readers: dict[str, asyncio.Task[None]] = {}
+        self._collectors: dict[str, ExecutionCollector] = {}
+        self._displays = DisplayRegistry()
+        self._socket: Any = None
+        self._pump: asyncio.Task[None] | None = None
+        self._changed = asyncio.Event()
+        self._requests = 0
+        self._tasks: set[asyncio.Future[Any]] = set()
+        self._closed = False
+
+    # --- connection ------------------------------------------------------------------------
+
+    @property
+    def ws_url(self) -> str:
+        """The server's jupyter-ci websocket URL."""
+        scheme = "wss" if self.base_url.startswith("https") else "ws"
+        return scheme + self.base_url[self.base_url.index(":") :] + "jupyter-ci/ws"
+
+    async def connect(self, *, hello: bool = True) -> dict[str, Any] | None:
+        """Open the websocket (and say hello, returning the server's reply)."""
+        from tornado.httpclient import HTTPRequest
+        from tornado.websocket import websocket_connect
+
+        request = HTTPRequest(self.ws_url, headers={"Authorization": f"token {self.token}"})
+        self._socket = await websocket_connect(request)
+        stream = getattr(self._socket, "stream", None)
+        if stream is not None:
+            stream.set_nodelay(True)  # as browsers do for websockets
+        self._pump = asyncio.ensure_future(self._read())
+        if not hello:
+            return None
+        return await self.request(
+            {
+                "request": "hello",
+                "client_id": self.client_id,
+                "protocol_version": 1,
+                "notebook_paths": list(self.notebooks),
+            }
+        )
+
+    async def disconnect(self) -> None:
+        """Close the websocket (the tab goes away, or loses its network)."""
+        if self._socket is not None:
+            self._socket.close()
+            self._socket = None
+        if self._pump is not None:
+            await asyncio.gather(self._pump, return_exceptions=True)
+            self._pump = None
+
+    async def close(self) -> None:
+        """Disconnect and stop the kernel clients."""
+        self._closed = True
+        await self.disconnect()
+        for task in list(self._tasks):
+            task.cancel()
+        for reader in self._readers.values():
+            reader.cancel()
+        await asyncio.gather(*self._readers.values(), *self._tasks, return_exceptions=True)
+        for client in self._kernels.values():
+            client.stop_channels()
+        self._kernels.clear()
+
+    def send(self, message: Mapping[str, Any]) -> None:
+        """Send a raw message to the server."""
+        if self._socket is None:
+            raise RuntimeError("the tab is not connected")
+        self._socket.write_message(json.dumps(message))
+
+    def send_raw(self, text: str) -> None:
+        """Send text as it is (for tests of malformed messages)."""
+        if self._socket is None:
+            raise RuntimeError("the tab is not connected")
+        self._socket.write_message(text)
+
+    async def wait_until(self, condition: Callable[[], bool], timeout: float = 60) -> None:
+        """Wait until ``condition()`` holds (checked as the tab receives or does something)."""
+        deadline = time.monotonic() + timeout
+        while not condition():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"the condition did not hold within {timeout} s")
+            self._changed.clear()
+            try:
+                await asyncio.wait_for(self._changed.wait(), min(remaining, 0.1))
+            except asyncio.TimeoutError:
+                continue
+
+    async def request(self, message: Mapping[str, Any], timeout: float = 60) -> dict[str, Any]:
+        """Send a client request with a fresh ``request_id`` and await its RequestReply."""
+        self._requests += 1
+        request_id = f"{self.client_id}-q{self._requests}"
+        self.send({**message, "request_id": request_id})
+        return await self.wait_for(lambda m: m.get("reply_to") == request_id, timeout)
+
+    # --- what the server sent ----------------------------------------------------------------
+
+    async def wait_for(
+        self, predicate: Callable[[dict[str, Any]], bool], timeout: float = 60, start: int = 0
+    ) -> dict[str, Any]:
+        """The first received message (from index ``start``) matching ``predicate``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            # Only messages not looked at yet: a long run sends thousands.
+            while start < len(self.received):
+                message = self.received[start]
+                start += 1
+                if predicate(message):
+                    return message
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"no matching message within {timeout} s")
+            self._changed.clear()
+            try:
+                await asyncio.wait_for(self._changed.wait(), remaining)
+            except asyncio.TimeoutError:
+                continue
+
+    async def wait_for_event(
+        self,
+        predicate: Callable[[dict[str, Any]], bool],
+        run_id: str | None = None,
+        timeout: float = 60,
+    ) -> dict[str, Any]:
+        """The first run event (of ``run_id``, if given) matching ``predicate``."""
+        return await self.wait_for(
+            lambda m: (
+                "seq" in m
+                and "type" in m
+                and (run_id is None or m.get("run_id") == run_id)
+                and predicate(m)
+            ),
+            timeout,
+        )
+
+    def events(self, run_id: str) -> list[dict[str, Any]]:
+        """The run events received for ``run_id``, in order."""
+        return [m for m in self.received if "seq" in m and m.get("run_id") == run_id]
+
+    # --- notebooks ---------------------------------------------------------------------------
+
+    def open_notebook(
+        self, path: str, kernel_id: str, cells: list[dict[str, Any]] | None = None
+    ) -> TabNotebook:
+        """Open a notebook in the tab (tell the server with :meth:`subscribe` if connected)."""
+        notebook = TabNotebook(path, kernel_id, list(cells or []))
+        self.notebooks[path] = notebook
+        return notebook
+
+    async def run_user_cell(self, path: str, source: str) -> dict[str, Any]:
+        """Append a code cell to the notebook and run it, as the user would; its result."""
+        notebook = self.notebooks[path]
+        cell = code_cell(source)
+        notebook.cells.append(cell)
+        return await self._run_cell(notebook, str(cell["id"]), None)
+
+    async def subscribe(self) -> dict[str, Any]:
+        """Tell the server which notebooks the tab has open."""
+        return await self.request({"request": "subscribe", "notebook_paths": list(self.notebooks)})
+
+    # --- internals: reading and answering ------------------------------------------------
+
+    async def _read(self) -> None:
+        socket = self._socket
+        while socket is not None:
+            text = await socket.read_message()
+            if text is None:
+                break
+            message = json.loads(text)
+            if not self.keep_tokens and message.get("type") == "token":
+                continue
+            self.received.append(message)
+            self._changed.set()
+            if "method" in message and "call_id" in message:
+                self._spawn(self._answer(message))
+
+    def _spawn(self, coroutine: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _answer(self, call: dict[str, Any]) -> None:
+        call_id = str(call["call_id"])
+        self.calls_seen[call_id] = self.calls_seen.get(call_id, 0) + 1
+        if not self.answering:
+            return
+        known = self._results.get(call_id)
+        if known is None:
+            known = asyncio.ensure_future(self._do(call))
+            self._results[call_id] = known
+            self._tasks.add(known)
+            known.add_done_callback(self._tasks.discard)
+        result = await known
+        if self._socket is not None:
+            self.send(result)
+
+    async def _do(self, call: dict[str, Any]) -> dict[str, Any]:
+        call_id = str(call["call_id"])
+        try:
+            notebook = self.notebooks.get(str(call["notebook_path"]))
+            if notebook is None:
+                raise CallRefused("notebook_not_open", f"{call['notebook_path']} is not open")
+            result = await self._method(notebook, call)
+        except CallRefused as refused:
+            error = {"code": refused.code, "message": refused.message}
+            return {"call_id": call_id, "ok": False, "error": error}
+        except KeyError as missing:
+            error = {"code": "cell_not_found", "message": f"no cell {missing.args[0]}"}
+            return {"call_id": call_id, "ok": False, "error": error}
+        return {"call_id": call_id, "ok": True, **result}
+
+    async def _method(self, notebook: TabNotebook, call: dict[str, Any]) -> dict[str, Any]:
+        method = call["method"]
+        if method == "read_cells":
+            return {"cells": [dict(cell) for cell in notebook.cells]}
+        if method == "insert_cell":
+            after = call.get("after_id")
+            position = 0 if after is None else notebook.index(str(after)) + 1
+            cell = code_cell(str(call.get("source", "")), **dict(call.get("metadata") or {}))
+            notebook.cells.insert(position, cell)
+            return {"cell_id": cell["id"]}
+        if method == "append_source":
+            notebook.cell(str(call["cell_id"]))["source"] += str(call["text"])
+            return {}
+        if method == "replace_source":
+            notebook.cell(str(call["cell_id"]))["source"] = str(call["source"])
+            return {}
+        if method == "run_cell" and self.instant:
+            notebook.cell(str(call["cell_id"]))
+            self._count += 1
+            now = time.time()
+            self.send({"call_id": call["call_id"], "progress": "started", "started_at": now})
+            return {
+                "status": "ok",
+                "outputs": [],
+                "execution_count": self._count,
+                "started_at": now,
+            }
+        if method == "inspect_variables" and self.instant:
+            return {"text": "[]"}
+        if method == "run_cell":
+            return await self._run_cell(notebook, str(call["cell_id"]), str(call["call_id"]))
+        if method == "inspect_variables":
+            return await self._inspect(notebook, str(call["expression"]))
+        if method == "interrupt":
+            raise CallRefused("unsupported", "the scripted tab cannot interrupt a kernel")
+        raise CallRefused("unknown_method", f"unknown method {method!r}")
+
+    async def _kernel(self, kernel_id: str) -> Any:
+        client = self._kernels.get(kernel_id)
+        if client is None:
+            if self.kernel_client_for is None:
+                raise CallRefused("kernel_unavailable", "the scripted tab has no kernel client")
+            client = await self.kernel_client_for(kernel_id)
+            if self._closed:
+                client.stop_channels()
+                raise CallRefused("notebook_closed", "the tab is closing")
+            self._kernels[kernel_id] = client
+            self._readers[kernel_id] = asyncio.ensure_future(self._read_kernel(client))
+        return client
+
+    async def _read_kernel(self, client: Any) -> None:
+        """Hand every iopub and shell message to the collector of its request."""
+
+        async def iopub() -> None:
+            while True:
+                msg = await client.get_iopub_msg()
+                collector = self._collectors.get(msg["parent_header"].get("msg_id", ""))
+                if collector is not None:
+                    was_started = collector.started
+                    collector.feed_iopub(msg)
+                    if collector.started and not was_started:
+                        self._changed.set()
+
+        async def shell() -> None:
+            while True:
+                msg = await client.get_shell_msg()
+                collector = self._collectors.get(msg["parent_header"].get("msg_id", ""))
+                if collector is not None:
+                    collector.feed_shell(msg)
+
+        await asyncio.gather(iopub(), shell())
+
+    async def _execute(
+        self, kernel_id: str, code: str, *, silent: bool = False, **kwargs: Any
+    ) -> ExecutionCollector:
+        client = await self._kernel(kernel_id)
+        msg_id = client.execute(
+            code,
+            silent=silent,
+            store_history=not silent,
+            allow_stdin=False,
+            stop_on_error=False,
+            **kwargs,
+        )
+        collector = ExecutionCollector(msg_id, displays=self._displays, clock=time.time)
+        self._collectors[msg_id] = collector
+        return collector
+
+    async def _run_cell(
+        self, notebook: TabNotebook, cell_id: str, call_id: str | None
+    ) -> dict[str, Any]:
+        cell = notebook.cell(cell_id)
+        cell["outputs"] = []
+        collector = await self._execute(notebook.kernel_id, str(cell["source"]))
+        announced = False
+        while not collector.done:
+            if collector.started and not announced and call_id is not None:
+                announced = True
+                self.started_cells.append(cell_id)
+                self._changed.set()
+                self.send(
+                    {"call_id": call_id, "progress": "started", "started_at": collector.started_at}
+                )
+            self._changed.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), 0.05)
+        self._collectors.pop(collector.msg_id, None)
+        status = collector.status()
+        outputs = collector.outputs()
+        cell["outputs"] = outputs
+        cell["execution_count"] = collector.execution_count
+        return {
+            "status": status.value,
+            "outputs": outputs,
+            "execution_count": collector.execution_count,
+            "started_at": collector.started_at,
+        }
+
+    async def _inspect(self, notebook: TabNotebook, expression: str) -> dict[str, Any]:
+        collector = await self._execute(
+            notebook.kernel_id, "", silent=True, user_expressions={"v": expression}
+        )
+        while not collector.done:
+            self._changed.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), 0.05)
+        self._collectors.pop(collector.msg_id, None)
+        value = ((collector.reply or {}).get("user_expressions") or {}).get("v") or {}
+        return {"text": str((value.get("data") or {}).get("text/plain", ""))}

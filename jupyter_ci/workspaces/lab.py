@@ -1,0 +1,278 @@
+"""The Lab workspace: the loop's hands in JupyterLab are the browser tab that owns the run.
+
+Every method is a call to the tab over the server's websocket (see
+:mod:`jupyter_ci.server.calls`), naming the notebook by path and cells by id. The tab inserts cells
+through the notebook's shared model and runs them in the notebook's kernel with the cell's output
+area attached, so outputs, widgets and execution counts behave as if the user ran the cell.
+
+Timers live here, on the server (browsers throttle hidden tabs): a cell's ``timeout`` starts when
+the tab reports that the kernel began the cell (its ``execute_input``); on expiry the kernel is
+interrupted, if that cell is still running, and the execution is reported ``timed_out``.
+Interrupts go through the server's kernel manager when it has the kernel (the same as the
+interrupt button), else through the tab.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol
+
+from ..agent.variables import inspection_expression, parse_variables
+from ..agent.workspace import Cell, CellStatus, Execution, Variable
+from ..errors import InternalError, JupyterCIError, KernelDied, NotebookUnavailable
+from ..server.calls import CallFailed, ProgressCallback
+
+#: Seconds to wait for the tab to answer a call other than ``run_cell``.
+CALL_TIMEOUT = 120.0
+#: Seconds to wait for a cell interrupted at its timeout to end before giving up on it.
+INTERRUPT_GRACE = 15.0
+
+#: ``CallFailure`` codes that mean the notebook or a cell is gone.
+NOTEBOOK_GONE = frozenset({"notebook_not_open", "cell_not_found", "notebook_closed"})
+#: ``CallFailure`` codes that mean the kernel is gone or was replaced.
+KERNEL_GONE = frozenset({"kernel_unavailable", "kernel_restarted", "kernel_dead"})
+
+
+class Caller(Protocol):
+    """What the workspace needs of the channel to the tab."""
+
+    async def call(
+        self,
+        method: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        on_progress: ProgressCallback | None = None,
+    ) -> dict[str, Any]:
+        """Send a call and await its result."""
+        ...
+
+
+class LabWorkspace:
+    """The :class:`~jupyter_ci.agent.workspace.Workspace` of a run in JupyterLab."""
+
+    def __init__(
+        self,
+        caller: Caller,
+        *,
+        interrupt_kernel: Callable[[], Awaitable[None]] | None = None,
+        kernel_alive: Callable[[], bool] | None = None,
+        call_timeout: float = CALL_TIMEOUT,
+        interrupt_grace: float = INTERRUPT_GRACE,
+    ) -> None:
+        self.caller = caller
+        self._interrupt_kernel = interrupt_kernel
+        self._kernel_alive = kernel_alive
+        self.call_timeout = call_timeout
+        self.interrupt_grace = interrupt_grace
+        self._interrupts = 0
+        self._lost: JupyterCIError | None = None
+        self._stuck = False
+
+    # --- the Workspace protocol -----------------------------------------------------------
+
+    async def read_cells(self) -> list[Cell]:
+        """All cells of the notebook, as the tab has them now."""
+        reply = await self._call("read_cells")
+        return [_cell(raw) for raw in reply.get("cells") or []]
+
+    async def insert_cell(
+        self,
+        after_id: str | None,
+        source: str = "",
+        metadata: Mapping[str, Any] | None = None,
+    ) -> str:
+        """Insert a code cell after ``after_id`` (at the top when None); return its id."""
+        reply = await self._call(
+            "insert_cell",
+            {"after_id": after_id, "source": source, "metadata": dict(metadata or {})},
+        )
+        cell_id = reply.get("cell_id")
+        if not isinstance(cell_id, str) or not cell_id:
+            raise InternalError("The browser inserted a cell but did not say its id.")
+        return cell_id
+
+    async def append_source(self, cell_id: str, text: str) -> None:
+        """Append streamed code to the cell."""
+        await self._call("append_source", {"cell_id": cell_id, "text": text})
+
+    async def replace_source(self, cell_id: str, source: str) -> None:
+        """Replace the cell's source (a fix, or the user's edit in review)."""
+        await self._call("replace_source", {"cell_id": cell_id, "source": source})
+
+    async def run_cell(self, cell_id: str, timeout: float) -> Execution:
+        """Run the cell in the notebook's kernel; ``timeout`` counts from the kernel's start."""
+        self._check()
+        if self._kernel_alive is not None and not self._kernel_alive():
+            raise KernelDied("The notebook's kernel is no longer running on the server.")
+        if self._stuck:
+            raise KernelDied(
+                "The kernel is still busy with a cell that did not stop when it was interrupted "
+                "at its timeout; interrupt or restart the kernel."
+            )
+        started = asyncio.Event()
+        started_at: list[float] = []
+
+        def on_progress(progress: Mapping[str, Any]) -> None:
+            if progress.get("progress") == "started" and not started.is_set():
+                value = progress.get("started_at")
+                started_at.append(float(value) if isinstance(value, (int, float)) else time.time())
+                started.set()
+
+        interrupts = self._interrupts
+        call = asyncio.ensure_future(
+            self.caller.call("run_cell", {"cell_id": cell_id}, on_progress=on_progress)
+        )
+        timed_out = False
+        try:
+            if timeout and timeout > 0:
+                timed_out = await self._wait_with_timeout(call, started, timeout)
+            reply = await call
+        except CallFailed as failure:
+            if failure.error_code == "too_large":
+                # The cell ran, but its outputs cannot travel: the model is told, and may print
+                # less in its fix.
+                error = {
+                    "output_type": "error",
+                    "ename": "OutputTooLarge",
+                    "evalue": failure.message,
+                    "traceback": [],
+                }
+                return Execution(cell_id, CellStatus.ERROR, [error])
+            raise self._translate(failure) from None
+        finally:
+            if not call.done():
+                call.cancel()
+        return self._execution(cell_id, reply, timed_out, self._interrupts > interrupts, started_at)
+
+    async def inspect_variables(self) -> list[Variable]:
+        """The user's variables, from a silent request the tab sends to the kernel."""
+        try:
+            reply = await self._call("inspect_variables", {"expression": inspection_expression()})
+        except (NotebookUnavailable, KernelDied):
+            raise
+        except JupyterCIError:
+            return []
+        text = reply.get("text")
+        if not isinstance(text, str) or not text:
+            return []
+        try:
+            return parse_variables(text)
+        except ValueError:
+            return []
+
+    async def interrupt(self) -> None:
+        """Interrupt the kernel (Stop): through the server's kernel manager when it can."""
+        self._interrupts += 1
+        await self._interrupt()
+
+    # --- what the run manager tells it -----------------------------------------------------
+
+    def lost(self, error: JupyterCIError) -> None:
+        """The kernel or the tab is gone for good: every later call raises ``error``."""
+        self._lost = error
+
+    # --- internals --------------------------------------------------------------------------
+
+    def _check(self) -> None:
+        if self._lost is not None:
+            raise self._lost
+
+    async def _interrupt(self) -> None:
+        if self._interrupt_kernel is not None:
+            await self._interrupt_kernel()
+            return
+        await self._call("interrupt")
+
+    async def _call(self, method: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        self._check()
+        try:
+            return await asyncio.wait_for(self.caller.call(method, params), self.call_timeout)
+        except CallFailed as failure:
+            raise self._translate(failure) from None
+        except asyncio.TimeoutError:
+            raise NotebookUnavailable(
+                f"The browser did not answer ({method}) within {self.call_timeout:g} s.",
+                hint="Reload the JupyterLab tab and ask again.",
+            ) from None
+
+    async def _wait_with_timeout(
+        self, call: asyncio.Future[dict[str, Any]], started: asyncio.Event, timeout: float
+    ) -> bool:
+        """Wait for the cell to start, then up to ``timeout``; interrupt it if still running.
+
+        Returns whether the cell timed out. Waiting for the start has no limit: a cell queued
+        behind another execution has not begun yet.
+        """
+        begun: asyncio.Future[Any] = asyncio.ensure_future(started.wait())
+        watched: set[asyncio.Future[Any]] = {call, begun}
+        try:
+            await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            begun.cancel()
+        if call.done():
+            return False
+        done, _ = await asyncio.wait({call}, timeout=timeout)
+        if done:
+            return False
+        await self._interrupt()
+        done, _ = await asyncio.wait({call}, timeout=self.interrupt_grace)
+        if not done:
+            self._stuck = True
+            raise KernelDied(
+                f"A cell that ran past its {timeout:g} s timeout did not stop when interrupted."
+            )
+        return True
+
+    def _translate(self, failure: CallFailed) -> JupyterCIError:
+        if failure.error_code in NOTEBOOK_GONE:
+            return NotebookUnavailable(failure.message)
+        if failure.error_code in KERNEL_GONE:
+            return KernelDied(failure.message, restarted=failure.error_code == "kernel_restarted")
+        return InternalError(f"The browser could not {failure.method}: {failure.message}")
+
+    @staticmethod
+    def _execution(
+        cell_id: str,
+        reply: Mapping[str, Any],
+        timed_out: bool,
+        interrupted: bool,
+        started_at: list[float],
+    ) -> Execution:
+        outputs = [dict(out) for out in reply.get("outputs") or [] if isinstance(out, Mapping)]
+        try:
+            status = CellStatus(str(reply.get("status", "ok")))
+        except ValueError:
+            status = CellStatus.ERROR
+        error_name = next(
+            (out.get("ename") for out in outputs if out.get("output_type") == "error"), None
+        )
+        if timed_out:
+            status = CellStatus.TIMED_OUT
+        elif interrupted and (status is CellStatus.ERROR and error_name == "KeyboardInterrupt"):
+            status = CellStatus.ABORTED
+        begun = reply.get("started_at")
+        if isinstance(begun, (int, float)):
+            start: float | None = float(begun)
+        else:
+            start = started_at[0] if started_at else None
+        duration = max(0.0, time.time() - start) if start is not None else None
+        count = reply.get("execution_count")
+        return Execution(
+            cell_id, status, outputs, count if isinstance(count, int) else None, duration
+        )
+
+
+def _cell(raw: Mapping[str, Any]) -> Cell:
+    cell_type = str(raw.get("cell_type", "code"))
+    outputs = [dict(out) for out in raw.get("outputs") or [] if isinstance(out, Mapping)]
+    count = raw.get("execution_count")
+    return Cell(
+        str(raw.get("id", "")),
+        cell_type,
+        str(raw.get("source", "")),
+        outputs,
+        count if isinstance(count, int) else None,
+        dict(raw.get("metadata") or {}),
+    )

@@ -1,0 +1,144 @@
+"""Runs that outlive trouble: a tab that disconnects (and comes back, or not), a kernel that
+restarts mid-run, an unauthorized socket."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+from jupyter_server.auth.authorizer import Authorizer
+from tornado.httpclient import HTTPClientError
+
+from jupyter_ci.server.app import JupyterCIServer
+from jupyter_ci.testing import Reply, ScriptedModelServer
+from jupyter_ci.testing.lab_tab import ScriptedTab, code_cell
+
+from .support import finished, start_request
+
+TabFactory = Callable[..., ScriptedTab]
+KernelStarter = Callable[[], Awaitable[str]]
+
+#: Counts its own runs in the kernel: a cell run twice would print 2.
+COUNTED = "import time\nruns = globals().get('runs', 0) + 1\ntime.sleep(2)\nprint('runs', runs)"
+
+
+async def test_a_tab_that_reconnects_within_the_grace_period_goes_on(
+    app: JupyterCIServer,
+    model_server: ScriptedModelServer,
+    start_kernel: KernelStarter,
+    tab_factory: TabFactory,
+) -> None:
+    model_server.set_script([Reply.code(COUNTED), Reply.text("Counted.")])
+    kernel_id = await start_kernel()
+    tab = tab_factory()
+    tab.open_notebook("a.ipynb", kernel_id, [code_cell("x = 1", "c0")])
+    await tab.connect()
+    reply = await tab.request(start_request("a.ipynb", kernel_id, "count"))
+    run_id = reply["run_id"]
+    await tab.wait_until(lambda: len(tab.started_cells) == 1)
+    seen = max(e["seq"] for e in tab.events(run_id))
+    await tab.disconnect()
+    # The cell finishes while the tab is away; its run_cell reply cannot be delivered now.
+    await tab.wait_until(lambda: any("runs" in o.get("text", "") for o in _outputs(tab)), 30)
+    hello = await tab.connect()
+    assert hello is not None
+    assert hello["ok"] is True
+    replay = await tab.request({"request": "replay", "run_id": run_id, "after_seq": seen})
+    assert replay["ok"] is True
+    end = await tab.wait_for_event(finished, run_id, timeout=60)
+    assert end["state"] == "done"
+    # Every event arrived (some twice: live and replayed), none was lost.
+    seqs = {e["seq"] for e in tab.events(run_id)}
+    assert seqs == set(range(1, end["seq"] + 1))
+    # The resent run_cell was answered from the tab's memory, not run again.
+    run_calls = [m["call_id"] for m in tab.received if m.get("method") == "run_cell"]
+    assert len(set(run_calls)) == 1
+    assert tab.calls_seen[run_calls[0]] == 2
+    assert [o["text"] for o in _outputs(tab) if o["output_type"] == "stream"] == ["runs 1\n"]
+
+
+async def test_a_tab_that_stays_away_stops_its_run(
+    app: JupyterCIServer,
+    model_server: ScriptedModelServer,
+    start_kernel: KernelStarter,
+    tab_factory: TabFactory,
+) -> None:
+    app.manager.grace = 1.0
+    model_server.set_script([Reply.code("import time\ntime.sleep(30)"), Reply.text("never")])
+    kernel_id = await start_kernel()
+    owner = tab_factory()
+    owner.open_notebook("a.ipynb", kernel_id, [code_cell("x = 1", "c0")])
+    await owner.connect()
+    watcher = tab_factory()
+    watcher.open_notebook("a.ipynb", kernel_id)
+    await watcher.connect()
+    reply = await owner.request(start_request("a.ipynb", kernel_id, "wait"))
+    run_id = reply["run_id"]
+    await owner.wait_until(lambda: len(owner.started_cells) == 1)
+    await owner.disconnect()
+    end = await watcher.wait_for_event(finished, run_id, timeout=30)
+    assert (end["state"], end["reason"]) == ("stopped", "disconnected")
+    assert "did not come back" in end["error"]["message"]
+    # The kernel was interrupted (by the server) and is free for the next request.
+    model_server.set_script([Reply.code("print('free')"), Reply.text("ok")])
+    await owner.connect()
+    again = await owner.request(start_request("a.ipynb", kernel_id, "free?"))
+    assert again["ok"] is True
+    end = await owner.wait_for_event(finished, again["run_id"], timeout=60)
+    assert end["state"] == "done"
+    record = await app.store.run(run_id)
+    assert record is not None
+    assert (record.state, record.reason) == ("stopped", "disconnected")
+
+
+async def test_a_kernel_restart_mid_run_stops_it_without_replaying(
+    app: JupyterCIServer,
+    jp_serverapp: Any,
+    model_server: ScriptedModelServer,
+    start_kernel: KernelStarter,
+    tab_factory: TabFactory,
+) -> None:
+    model_server.set_script([Reply.code("import time\ntime.sleep(30)"), Reply.text("never")])
+    kernel_id = await start_kernel()
+    tab = tab_factory()
+    tab.open_notebook("a.ipynb", kernel_id, [code_cell("x = 1", "c0")])
+    await tab.connect()
+    reply = await tab.request(start_request("a.ipynb", kernel_id, "wait"))
+    run_id = reply["run_id"]
+    await tab.wait_until(lambda: len(tab.started_cells) == 1)
+    await jp_serverapp.kernel_manager.restart_kernel(kernel_id)
+    end = await tab.wait_for_event(finished, run_id, timeout=60)
+    assert (end["state"], end["reason"]) == ("stopped", "kernel_restarted")
+    assert "restarted" in end["error"]["message"]
+    run_cells = [m for m in tab.received if m.get("method") == "run_cell"]
+    assert len(run_cells) == 1  # nothing was replayed
+    assert len(model_server.chat_requests) == 1
+
+
+class _NoKernelExecution(Authorizer):  # type: ignore[misc]
+    """Lets the user read, but not execute code in kernels."""
+
+    def is_authorized(self, handler: Any, user: Any, action: str, resource: str) -> bool:
+        return not (action == "execute" and resource == "kernels")
+
+
+@pytest.fixture
+def no_execute_config(jp_server_config: dict[str, Any]) -> dict[str, Any]:
+    jp_server_config["ServerApp"]["authorizer_class"] = _NoKernelExecution
+    return jp_server_config
+
+
+async def test_a_user_who_may_not_execute_gets_no_socket(
+    no_execute_config: dict[str, Any], jp_fetch: Any, jp_ws_fetch: Any
+) -> None:
+    status = await jp_fetch("jupyter-ci", "status")
+    assert json.loads(status.body)["model"] == "openai/scripted"
+    with pytest.raises(HTTPClientError) as refused:
+        await jp_ws_fetch("jupyter-ci", "ws")
+    assert refused.value.code == 403
+
+
+def _outputs(tab: ScriptedTab) -> list[dict[str, Any]]:
+    return [o for c in tab.notebooks["a.ipynb"].cells for o in c.get("outputs", [])]

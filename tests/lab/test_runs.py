@@ -1,0 +1,362 @@
+"""The Lab path, server side: runs driven over the websocket by a Python tab, real kernels."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from jupyter_ci.server.app import JupyterCIServer
+from jupyter_ci.testing import Reply, ScriptedModelServer
+from jupyter_ci.testing.lab_tab import ScriptedTab, code_cell
+
+from .support import finished, start_request
+
+TabFactory = Callable[..., ScriptedTab]
+KernelStarter = Callable[[], Awaitable[str]]
+
+
+async def open_tab(
+    tab_factory: TabFactory, kernel_id: str, path: str = "a.ipynb", **kwargs: Any
+) -> ScriptedTab:
+    tab = tab_factory(**kwargs)
+    tab.open_notebook(path, kernel_id, [code_cell("x = 1", "c0")])
+    hello = await tab.connect()
+    assert hello is not None
+    assert hello["ok"] is True
+    return tab
+
+
+async def test_a_whole_run_with_a_fix(
+    app: JupyterCIServer,
+    model_server: ScriptedModelServer,
+    start_kernel: KernelStarter,
+    tab_factory: TabFactory,
+) -> None:
+    model_server.set_script(
+        [
+            Reply.code('value = data["petal_len"]\nprint(value)'),
+            Reply.code('value = data["petal_length"]\nprint(value)'),
+            Reply.text("value holds the petal length."),
+        ]
+    )
+    kernel_id = await start_kernel()
+    tab = await open_tab(tab_factory, kernel_id)
+    await tab.run_user_cell("a.ipynb", 'data = {"petal_length": 4.5}')
+    reply = await tab.request(start_request("a.ipynb", kernel_id, "read the petal length"))
+    assert reply["ok"] is True
+    assert reply["position"] == 0
+    run_id = reply["run_id"]
+    end = await tab.wait_for_event(finished, run_id, timeout=120)
+    assert end["state"] == "done", end
+    assert end["summary"]["cells"] == 1
+    assert end["summary"]["attempts"] == 2
+    # The generated cell is in the tab's notebook with the fixed code and its output.
+    notebook = tab.notebooks["a.ipynb"]
+    generated = [c for c in notebook.cells if "jupyter_ci" in c["metadata"]]
+    assert len(generated) == 1
+    assert generated[0]["source"] == 'value = data["petal_length"]\nprint(value)'
+    assert generated[0]["outputs"][0]["text"] == "4.5\n"
+    assert generated[0]["metadata"]["jupyter_ci"]["run_id"] == run_id
+    # Events: in order, numbered 1, 2, 3, ..., through the states of a fixed run.
+    events = tab.events(run_id)
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    states = [e["state"] for e in events if e["type"] == "state"]
+    assert states[:4] == ["generating", "executing", "fixing", "executing"]
+    assert states[-1] == "done"
+    updated = [e for e in events if e["type"] == "cell_updated" and e["attempt"] == 2]
+    assert updated
+    assert '-value = data["petal_len"]' in updated[0]["diff"]
+    # The model saw the KeyError inside the untrusted-data wrapper, and the kernel's variables.
+    fix_request = model_server.chat_requests[1].body["messages"][-1]["content"]
+    assert "KeyError" in fix_request
+    assert "petal_len" in fix_request
+    first = model_server.chat_requests[0].body["messages"][-1]["content"]
+    assert "data" in first
+    assert "x = 1" in first
+    # Every call named the notebook and went to this tab only; none was answered twice.
+    calls = [m for m in tab.received if "method" in m]
+    assert {c["notebook_path"] for c in calls} == {"a.ipynb"}
+    assert {c["method"] for c in calls} >= {"read_cells", "insert_cell", "run_cell"}
+    assert all(count == 1 for count in tab.calls_seen.values())
+    # The conversation store has the run with its generated cell's final source hash.
+    from jupyter_ci.server.store import source_hash
+
+    record = None
+    for _ in range(100):
+        record = await app.store.run(run_id)
+        if record is not None and record.is_finished and record.cells:
+            break
+        await asyncio.sleep(0.05)
+    assert record is not None
+    assert record.state == "done"
+    assert record.cell_hashes == [(generated[0]["id"], source_hash(generated[0]["source"]))]
+    conversation = await app.store.conversation_for("a.ipynb")
+    texts = [(m.role, m.text) for m in await app.store.messages(conversation.id)]
+    assert ("user", "read the petal length") in texts
+    assert ("assistant", "value holds the petal length.") in texts
+
+
+async def test_the_next_request_continues_the_conversation(
+    app: JupyterCIServer,
+    model_server: ScriptedModelServer,
+    start_kernel: KernelStarter,
+    tab_factory: TabFactory,
+) -> None:
+    model_server.set_script([Reply.text("First answer."), Reply.text("Second answer.")])
+    kernel_id = await start_kernel()
+    tab = await open_tab(tab_factory, kernel_id)
+    for prompt in ("first question", "second question"):
+        reply = await tab.request(start_request("a.ipynb", kernel_id, prompt))
+        await tab.wait_for_event(finished, reply["run_id"], timeout=60)
+    second = model_server.chat_requests[1].body["messages"]
+    contents = [m["content"] for m in second]
+    assert "first question" in contents
+    assert "First answer." in contents
+    assert "second question" in contents[-1]
+
+
+async def test_stop_during_a_long_cell(
+    app: JupyterCIServer,
+    model_server: ScriptedModelServer,
+    start_kernel: KernelStarter,
+    tab_factory: TabFactory,
+) -> None:
+    model_server.set_script([Reply.code("import time\ntime.sleep(600)"), Reply.text("never")])
+    kernel_id = await start_kernel()
+    tab = await open_tab(tab_factory, kernel_id)
+    reply = await tab.request(start_request("a.ipynb", kernel_id, "wait a long time"))
+    run_id = reply["run_id"]
+    # Stop once the kernel has begun the cell.
+    await tab.wait_until(lambda: len(tab.started_cells) == 1)
+    stopped = await tab.request({"request": "stop_run", "run_id": run_id})
+    assert stopped["ok"] is True
+    end = await tab.wait_for_event(finished, run_id, timeout=60)
+    assert (end["state"], end["reason"]) == ("stopped", "user")
+    cell = next(c for c in tab.notebooks["a.ipynb"].cells if "jupyter_ci" in c["metadata"])
+    errors = [o for o in cell["outputs"] if o["output_type"] == "error"]
+    assert errors
+    assert errors[0]["ename"] == "KeyboardInterrupt"
+    assert len(model_server.chat_requests) == 1  # a user stop is never "fixed"
+    # The kernel is usable afterwards and the next request works.
+    model_server.set_script([Reply.code("print('after')"), Reply.text("ok")])
+    again = await tab.request(start_request("a.ipynb", kernel_id, "print after"))
+    end = await tab.wait_for_event(finished, again["run_id"], timeout=60)
+    assert end["state"] == "done"
+
+
+async def test_stop_while_the_model_streams(
+    app: JupyterCIServer,
+    model_server: ScriptedModelServer,
+    start_kernel: KernelStarter,
+    tab_factory: TabFactory,
+) -> None:
+    model_server.set_script([Reply.code("x = 1\n" * 200, delay=0.05)])
+    kernel_id = await start_kernel()
+    tab = await open_tab(tab_factory, kernel_id)
+    reply = await tab.request(start_request("a.ipynb", kernel_id, "write slowly"))
+    run_id = reply["run_id"]
+    await tab.wait_for_event(lambda e: e["type"] == "token", run_id)
+    await tab.request({"request": "stop_run", "run_id": run_id})
+    end = await tab.wait_for_event(finished, run_id, timeout=30)
+    assert (end["state"], end["reason"]) == ("stopped", "user")
+    closed = await asyncio.to_thread(model_server.wait_for_close, 10)
+    assert closed.client_closed_early
+
+
+async def test_two_notebooks_on_two_kernels_run_at_once(
+    app: JupyterCIServer,
+    model_server: ScriptedModelServer,
+    start_kernel: KernelStarter,
+    tab_factory: TabFactory,
+) -> None:
+    model_server.set_script(
+        [
+            Reply.code("import time\ntime.sleep(1)\nprint('one')", match="first"),
+            Reply.code("import time\ntime.sleep(1)\nprint('two')", match="second"),
+            Reply.text("done", times=None),
+        ]
+    )
+    first_kernel, second_kernel = await start_kernel(), await start_kernel()
+    tab = tab_factory()
+    tab.open_notebook("one.ipynb", first_kernel)
+    tab.open_notebook("two.ipynb", second_kernel)
+    await tab.connect()
+    one = await tab.request(start_request("one.ipynb", first_kernel, "first"))
+    two = await tab.request(start_request("two.ipynb", second_kernel, "second"))
+    assert one["position"] == 0
+    assert two["position"] == 0
+    notice = await tab.wait_for(
+        lambda m: (
+            m.get("notice") == "runs"
+            and {r["run_id"] for r in m["runs"]} == {one["run_id"], two["run_id"]}
+        )
+    )
+    assert {r["notebook_path"] for r in notice["runs"]} == {"one.ipynb", "two.ipynb"}
+    ends = [
+        await tab.wait_for_event(finished, run, timeout=90)
+        for run in (one["run_id"], two["run_id"])
+    ]
+    assert [e["state"] for e in ends] == ["done", "done"]
+    outputs = {
+        path: [o["text"] for c in nb.cells for o in c["outputs"] if o["output_type"] == "stream"]
+        for path, nb in tab.notebooks.items()
+    }
+    assert outputs == {"one.ipynb": ["one\n"], "two.ipynb": ["two\n"]}
+
+
+async def test_a_busy_kernel_queues_magic_requests_and_refuses_panel_ones(
+    app: JupyterCIServer,
+    model_server: ScriptedModelServer,
+    start_kernel: KernelStarter,
+    tab_factory: TabFactory,
+) -> None:
+    model_server.set_script(
+        [
+            Reply.code("import time\ntime.sleep(2)\nfirst = 1", match="one"),
+            Reply.code("second = first + 1\nprint(second)", match="two"),
+            Reply.text("done", times=None),
+        ]
+    )
+    kernel_id = await start_kernel()
+    tab = await open_tab(tab_factory, kernel_id)
+    one = await tab.request(start_request("a.ipynb", kernel_id, "one", origin="magic"))
+    two = await tab.request(start_request("a.ipynb", kernel_id, "two", origin="magic"))
+    panel = await tab.request(start_request("a.ipynb", kernel_id, "three"))
+    assert (one["position"], two["position"]) == (0, 1)
+    assert panel["ok"] is False
+    assert panel["error"]["code"] == "kernel_busy"
+    assert panel["run_id"] == one["run_id"]  # the panel can offer to stop it
+    first_end = await tab.wait_for_event(finished, one["run_id"], timeout=90)
+    second_end = await tab.wait_for_event(finished, two["run_id"], timeout=90)
+    assert first_end["state"] == second_end["state"] == "done"
+    # In order: the second run's cell saw the first one's variable.
+    assert first_end["time"] <= second_end["time"]
+    texts = [o.get("text") for c in tab.notebooks["a.ipynb"].cells for o in c["outputs"]]
+    assert "2\n" in texts
+    assert len(model_server.chat_requests) == 4  # "three" never reached the model
+
+
+async def test_a_claimed_handoff_nonce_is_accepted_once(
+    app: JupyterCIServer,
+    model_server: ScriptedModelServer,
+    start_kernel: KernelStarter,
+    tab_factory: TabFactory,
+) -> None:
+    model_server.set_script([Reply.text("hello", times=None)])
+    kernel_id = await start_kernel()
+    tab = await open_tab(tab_factory, kernel_id)
+    nonce = "n" * 24
+    request = start_request("a.ipynb", kernel_id, "hi", origin="magic", handoff_nonce=nonce)
+    first = await tab.request(request)
+    again = await tab.request(request)
+    assert first["ok"] is True
+    assert again["ok"] is False
+    assert again["error"]["code"] == "handoff_claimed"
+    end = await tab.wait_for_event(finished, first["run_id"])
+    assert end["state"] == "done"
+
+
+async def test_a_request_cannot_redirect_the_key(
+    app: JupyterCIServer,
+    model_server: ScriptedModelServer,
+    start_kernel: KernelStarter,
+    tab_factory: TabFactory,
+) -> None:
+    kernel_id = await start_kernel()
+    tab = await open_tab(tab_factory, kernel_id)
+    for options in (
+        {"options": {"api_base": "http://127.0.0.1:9/v1"}},
+        {"session_options": {"api_base": "http://127.0.0.1:9/v1"}},
+        {"user_options": {"model": "openai/not-configured"}},
+    ):
+        reply = await tab.request(start_request("a.ipynb", kernel_id, "hi", **options))
+        assert reply["ok"] is False, options
+        assert reply["error"]["code"] == "config_error"
+    assert model_server.chat_requests == []
+
+
+async def test_review_mode_waits_for_the_users_answer(
+    app: JupyterCIServer,
+    model_server: ScriptedModelServer,
+    start_kernel: KernelStarter,
+    tab_factory: TabFactory,
+) -> None:
+    model_server.set_script([Reply.code("print('model version')"), Reply.text("ok")])
+    kernel_id = await start_kernel()
+    tab = await open_tab(tab_factory, kernel_id)
+    reply = await tab.request(
+        start_request("a.ipynb", kernel_id, "print", options={"mode": "review"})
+    )
+    run_id = reply["run_id"]
+    waiting = await tab.wait_for_event(
+        lambda e: e["type"] == "state" and e["state"] == "awaiting_approval", run_id
+    )
+    inserted = next(e for e in tab.events(run_id) if e["type"] == "cell_inserted")
+    assert waiting["seq"] > inserted["seq"]
+    wrong = await tab.request(
+        {
+            "request": "review",
+            "run_id": run_id,
+            "cell_id": "nope",
+            "decision": "run",
+            "source": None,
+        }
+    )
+    assert wrong["ok"] is False
+    assert wrong["error"]["code"] == "not_awaiting_review"
+    answer = await tab.request(
+        {
+            "request": "review",
+            "run_id": run_id,
+            "cell_id": inserted["cell_id"],
+            "decision": "run",
+            "source": "print('user version')",
+        }
+    )
+    assert answer["ok"] is True
+    end = await tab.wait_for_event(finished, run_id, timeout=60)
+    assert end["state"] == "done"
+    cell = tab.notebooks["a.ipynb"].cell(inserted["cell_id"])
+    assert cell["source"] == "print('user version')"
+    assert cell["outputs"][0]["text"] == "user version\n"
+
+
+async def test_another_tab_on_the_notebook_sees_the_run(
+    app: JupyterCIServer,
+    model_server: ScriptedModelServer,
+    start_kernel: KernelStarter,
+    tab_factory: TabFactory,
+) -> None:
+    model_server.set_script([Reply.code("print(1)"), Reply.text("ok")])
+    kernel_id = await start_kernel()
+    owner = await open_tab(tab_factory, kernel_id)
+    watcher = await open_tab(tab_factory, kernel_id)
+    elsewhere = tab_factory()
+    elsewhere.open_notebook("other.ipynb", kernel_id)
+    await elsewhere.connect()
+    reply = await owner.request(start_request("a.ipynb", kernel_id, "print one"))
+    run_id = reply["run_id"]
+    await owner.wait_for_event(finished, run_id, timeout=60)
+    seen = await watcher.wait_for_event(finished, run_id, timeout=10)
+    assert seen["state"] == "done"
+    # Calls went to the owner only; a tab without the notebook got the run list, not its events.
+    assert not [m for m in watcher.received if "method" in m]
+    assert not elsewhere.events(run_id)
+    notices = [m for m in elsewhere.received if m.get("notice") == "runs"]
+    assert any(r["run_id"] == run_id for m in notices for r in m["runs"])
+
+
+@pytest.mark.parametrize("bad", ["not json", "[1, 2]", '{"request": "dance"}'])
+async def test_bad_messages_get_an_error_and_keep_the_socket(
+    app: JupyterCIServer, start_kernel: KernelStarter, tab_factory: TabFactory, bad: str
+) -> None:
+    kernel_id = await start_kernel()
+    tab = await open_tab(tab_factory, kernel_id)
+    tab.send_raw(bad)
+    notice = await tab.wait_for(lambda m: m.get("notice") == "error")
+    assert notice["error"]["code"] == "bad_message"
+    still = await tab.request({"request": "subscribe", "notebook_paths": ["a.ipynb"]})
+    assert still["ok"] is True
