@@ -227,6 +227,13 @@ class ReplaceSourceCall(CallBase):
     source: str
 
 
+class DeleteCellCall(CallBase):
+    """Delete an unedited generated cell (``--regenerate``)."""
+
+    method: Literal["delete_cell"]
+    cell_id: str
+
+
 class RunCellCall(CallBase):
     """Run a cell in the notebook's kernel."""
 
@@ -252,6 +259,7 @@ Call = (
     | InsertCellCall
     | AppendSourceCall
     | ReplaceSourceCall
+    | DeleteCellCall
     | RunCellCall
     | InspectVariablesCall
     | InterruptCall
@@ -434,6 +442,9 @@ class Handoff(TypedDict):
     cell_id: str
     nonce: str
     jupyter_ci_version: str
+    session_options: dict[str, Any]
+    regenerate: bool
+    kernel_session: str
 
 
 #: Each TypedDict above, by the name of its definition in the schema.
@@ -461,6 +472,7 @@ TYPES: dict[str, type] = {
         InsertCellCall,
         AppendSourceCall,
         ReplaceSourceCall,
+        DeleteCellCall,
         RunCellCall,
         InspectVariablesCall,
         InterruptCall,

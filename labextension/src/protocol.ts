@@ -282,6 +282,15 @@ export interface IReplaceSourceCall extends ICallBase {
 }
 
 /**
+ * Delete a cell jupyter-ci generated and the user did not edit (%%ci
+ * --regenerate only; the server checked its source hash first).
+ */
+export interface IDeleteCellCall extends ICallBase {
+  method: 'delete_cell';
+  cell_id: string;
+}
+
+/**
  * Run the cell in the notebook's kernel; the server keeps the timeout and sends
  * interrupt when it expires.
  */
@@ -312,6 +321,7 @@ export type Call =
   | IInsertCellCall
   | IAppendSourceCall
   | IReplaceSourceCall
+  | IDeleteCellCall
   | IRunCellCall
   | IInspectVariablesCall
   | IInterruptCall;
@@ -620,6 +630,20 @@ export interface IHandoff {
    */
   nonce: string;
   jupyter_ci_version: string;
+  /**
+   * The kernel's %ci session settings (untrusted: the server treats them like
+   * the request's own options).
+   */
+  session_options: Record<string, unknown>;
+  /**
+   * %%ci --regenerate.
+   */
+  regenerate: boolean;
+  /**
+   * The session (kernel client id) of the request the magic handled: only the
+   * tab with that client id claims the handoff.
+   */
+  kernel_session: string;
 }
 
 /**
@@ -657,6 +681,7 @@ export interface IProtocolDefinitions {
   InsertCellCall: IInsertCellCall;
   AppendSourceCall: IAppendSourceCall;
   ReplaceSourceCall: IReplaceSourceCall;
+  DeleteCellCall: IDeleteCellCall;
   RunCellCall: IRunCellCall;
   InspectVariablesCall: IInspectVariablesCall;
   InterruptCall: IInterruptCall;

@@ -304,6 +304,13 @@ export const VALID: ISample[] = [
   }),
   valid('Notice', { notice: 'runs', runs: [] }),
   valid('ServerMessage', { notice: 'runs', runs: [] }),
+  valid('Call', {
+    call_id: 'k9',
+    run_id: 'r',
+    notebook_path: 'n',
+    method: 'delete_cell',
+    cell_id: 'c5'
+  }),
   valid('ServerMessage', {
     call_id: 'k',
     run_id: 'r',
@@ -317,7 +324,10 @@ export const VALID: ISample[] = [
     options: {},
     cell_id: 'c0',
     nonce: '0123456789abcdef0123',
-    jupyter_ci_version: '0.1.0'
+    jupyter_ci_version: '0.1.0',
+    session_options: { max_attempts: 2 },
+    regenerate: false,
+    kernel_session: 'a1b2c3'
   })
 ];
 
@@ -400,7 +410,10 @@ export const INVALID: ISample[] = [
     protocol_version: 1,
     notebook_paths: []
   }),
-  invalid('RunInfo', 'a negative queue position', { ...RUN_INFO, position: -1 }),
+  invalid('RunInfo', 'a negative queue position', {
+    ...RUN_INFO,
+    position: -1
+  }),
   // @ts-expect-error -- a refusal carries its error
   invalid('RequestReply', 'a refusal without error', {
     reply_to: 'q',
@@ -433,7 +446,10 @@ export const INVALID: ISample[] = [
     options: {},
     cell_id: 'c',
     nonce: '0000000000000000',
-    jupyter_ci_version: '9'
+    jupyter_ci_version: '9',
+    session_options: {},
+    regenerate: false,
+    kernel_session: 's'
   }),
   invalid('Handoff', 'a short nonce', {
     version: 1,
@@ -441,7 +457,10 @@ export const INVALID: ISample[] = [
     options: {},
     cell_id: 'c',
     nonce: 'abc',
-    jupyter_ci_version: '9'
+    jupyter_ci_version: '9',
+    session_options: {},
+    regenerate: false,
+    kernel_session: 's'
   }),
   invalid('CellInfo', 'an unknown cell type', {
     id: 'c1',
