@@ -12,10 +12,27 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 from nbclient import NotebookClient
 
-from jupyter_ci.magics import HANDOFF_UNAVAILABLE, should_hand_off
+from jupyter_ci import protocol
+from jupyter_ci.magics import (
+    GENERATING_BELOW,
+    HANDED_OFF,
+    REVIEW_IN_KERNEL,
+    should_hand_off,
+)
 from jupyter_ci.testing import Reply, ScriptedModelServer
+from jupyter_ci.workspaces.inkernel_progress import WIDGET_FALLBACK_TEXT, renders_widgets
 
-ENV_NAMES = ("MODEL", "API_BASE", "MAX_ATTEMPTS", "DISABLE", "API_KEY", "TIMEOUT", "MODE")
+ENV_NAMES = (
+    "MODEL",
+    "API_BASE",
+    "MAX_ATTEMPTS",
+    "DISABLE",
+    "API_KEY",
+    "TIMEOUT",
+    "MODE",
+    "PROGRESS",
+)
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 
 @pytest.fixture(autouse=True)
@@ -49,6 +66,10 @@ def errors_in(notebook: nbformat.NotebookNode) -> list[Any]:
     return [o for cell in notebook.cells for o in cell.outputs if o.output_type == "error"]
 
 
+def widget_outputs(notebook: nbformat.NotebookNode) -> list[Any]:
+    return [o for cell in notebook.cells for o in cell.outputs if WIDGET_VIEW in o.get("data", {})]
+
+
 def test_nbclient_notebook_uses_the_generated_variables() -> None:
     """No frontend, papermill-style (``allow_errors=False``): three runs in one kernel."""
     prompt = 'say $x and {x} and {"k": [1, 2], "s": "a b"}'
@@ -75,6 +96,10 @@ def test_nbclient_notebook_uses_the_generated_variables() -> None:
         requests = server.chat_requests
     # Nothing failed the notebook: no error output anywhere, though one attempt failed.
     assert not errors_in(notebook)
+    # nbclient renders no widgets: progress is text only, and no widget was ever made.
+    assert not widget_outputs(notebook)
+    assert "widgets" not in notebook.metadata
+    assert "jupyter-ci: running cell 1 (attempt 1/3)" in text_of(notebook.cells[2])
     # 1. The generated code ran in the kernel; a later cell uses its variable.
     magic = text_of(notebook.cells[2])
     assert "made 5" in magic
@@ -140,14 +165,49 @@ def test_terminal_ipython(shell: InteractiveShell) -> None:
     assert "base: int = 3" in first
 
 
-def test_stamped_request_says_handoff_is_unavailable(shell: InteractiveShell) -> None:
+def test_a_stamped_request_is_handed_off_and_stops_the_queue(shell: InteractiveShell) -> None:
+    parent = {
+        "header": {"session": "s-1"},
+        "metadata": {"jupyter_ci": {"client": "s-1"}, "cellId": "cell-7"},
+    }
+    shell.kernel = _FakeKernel(parent)  # type: ignore[attr-defined]
+    with ScriptedModelServer([Reply.text("Hello.")]) as server:
+        shell.run_line_magic("ci", "--max-attempts 2")
+        with capture_output() as captured:
+            result = shell.run_cell("%%ci --max-steps 1 --regenerate say $x {y}\nmore\n")
+        requests = server.chat_requests
+    # Nothing ran here: no model call, no code offered.
+    assert requests == []
+    assert getattr(shell, "rl_next_input", None) is None
+    # One handoff output, valid against the protocol, and the queue-stopping error.
+    [output] = captured.outputs
+    payload = output.data[protocol.HANDOFF_MIME]
+    protocol.validate("Handoff", payload)
+    assert output.data["text/plain"] == HANDED_OFF
+    assert payload["prompt"] == "say $x {y}\nmore"
+    assert payload["options"] == {"max_steps": 1}
+    assert payload["session_options"] == {"max_attempts": 2}
+    assert payload["cell_id"] == "cell-7"
+    assert payload["kernel_session"] == "s-1"
+    assert payload["regenerate"] is True
+    assert len(payload["nonce"]) == 32
+    error = result.error_in_exec
+    assert type(error).__name__ == "JupyterCIHandoff"
+    assert error._render_traceback_() == [GENERATING_BELOW]  # type: ignore[union-attr]
+    # Each handoff has its own nonce.
+    with capture_output() as again:
+        shell.run_cell("%%ci say hi\n")
+    assert again.outputs[0].data[protocol.HANDOFF_MIME]["nonce"] != payload["nonce"]
+
+
+def test_a_stamped_request_without_a_cell_runs_here(shell: InteractiveShell) -> None:
+    """A console in JupyterLab has no notebook cell to put code under: the loop runs here."""
     parent = {"header": {"session": "s-1"}, "metadata": {"jupyter_ci": {"client": "s-1"}}}
     shell.kernel = _FakeKernel(parent)  # type: ignore[attr-defined]
     with ScriptedModelServer([Reply.text("Hello.")]) as server, capture_output() as captured:
         shell.run_cell(f"%%ci --model openai/scripted --api-base {server.base_url} hi\n")
-    assert HANDOFF_UNAVAILABLE in captured.stdout
     assert "Hello." in captured.stdout
-    assert getattr(shell, "rl_next_input", None) is None
+    assert not captured.outputs
 
 
 def _request(session: str, metadata: dict[str, Any] | None) -> dict[str, Any]:
@@ -255,3 +315,232 @@ def test_timeout_and_user_interrupt() -> None:
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
+
+
+# --- the progress view: widgets where the frontend renders them, text elsewhere -------------
+
+#: What JupyterLab and Notebook 7 notebooks send (``CodeCell.execute`` from NotebookActions).
+LAB = {"cellId": "0b2c6a7e-3f5d-4c8e-9a1b-2d3e4f5a6b7c", "deletedCells": [], "recordTiming": False}
+#: What VS Code sends: the cell's URI.
+VSCODE = {"cellId": "vscode-notebook-cell:/home/me/analysis.ipynb#W2sZmlsZQ%3D%3D"}
+#: What JupyterLab's console sends: only a cell id.
+CONSOLE = {"cellId": "5e1d0c9b-8a7f-4e6d-b5c4-a3b2c1d0e9f8"}
+
+
+def _execute(kc: Any, code: str, metadata: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Send an execute request carrying ``metadata``; its iopub messages until idle."""
+    content = {
+        "code": code,
+        "silent": False,
+        "store_history": True,
+        "user_expressions": {},
+        "allow_stdin": False,
+        "stop_on_error": True,
+    }
+    msg = kc.session.msg("execute_request", content, metadata=metadata or {})
+    kc.shell_channel.send(msg)
+    msg_id = msg["header"]["msg_id"]
+    messages = []
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        reply = kc.get_iopub_msg(timeout=deadline - time.monotonic())
+        if reply["parent_header"].get("msg_id") != msg_id:
+            continue
+        messages.append(reply)
+        if reply["msg_type"] == "status" and reply["content"]["execution_state"] == "idle":
+            return messages
+    raise AssertionError(f"no end of {code!r}")
+
+
+def _stdout(messages: list[dict[str, Any]]) -> str:
+    return "".join(m["content"]["text"] for m in messages if m["msg_type"] == "stream")
+
+
+def _widget_comms(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        m
+        for m in messages
+        if m["msg_type"] == "comm_open" and m["content"]["target_name"] == "jupyter.widget"
+    ]
+
+
+def _label_values(messages: list[dict[str, Any]]) -> list[str]:
+    values = []
+    for m in messages:
+        if m["msg_type"] in ("comm_open", "comm_msg"):
+            state = m["content"]["data"].get("state", {})
+            if isinstance(state.get("value"), str):
+                values.append(state["value"])
+    return values
+
+
+def test_progress_view_follows_the_frontend() -> None:
+    """Widgets for JupyterLab and VS Code requests; text for the rest; text when forced."""
+    from jupyter_client.manager import start_new_kernel
+
+    script = [
+        Reply.code('value = data["petal_len"]'),
+        Reply.code('value = data["petal_length"]\nprint("value", value)'),
+        Reply.text("Fixed the column name."),
+        *[Reply.text("Nothing to run.") for _ in range(5)],
+    ]
+    km, kc = start_new_kernel(kernel_name="python3")
+    try:
+        with ScriptedModelServer(script) as server:
+            setup = (
+                f"%load_ext jupyter_ci\n%ci --model openai/scripted --api-base {server.base_url}\n"
+                'data = {"petal_length": 4}'
+            )
+            assert not [m for m in _execute(kc, setup) if m["msg_type"] == "error"]
+
+            # JupyterLab: a widget box, updated live, replaced by empty text at the end.
+            lab = _execute(kc, "%%ci read the petal length\n", LAB)
+            comms = _widget_comms(lab)
+            assert comms
+            closed = {m["content"]["comm_id"] for m in lab if m["msg_type"] == "comm_close"}
+            assert closed == {m["content"]["comm_id"] for m in comms}
+            shown = [m for m in lab if m["msg_type"] == "display_data"]
+            assert len(shown) == 1
+            assert WIDGET_VIEW in shown[0]["content"]["data"]
+            assert shown[0]["content"]["data"]["text/plain"] == WIDGET_FALLBACK_TEXT
+            display_id = shown[0]["content"]["transient"]["display_id"]
+            updates = [m for m in lab if m["msg_type"] == "update_display_data"]
+            assert [u["content"]["transient"]["display_id"] for u in updates] == [display_id]
+            assert updates[0]["content"]["data"] == {"text/plain": ""}
+            labels = _label_values(lab)
+            assert "running cell 1 (attempt 1/3)" in labels
+            assert "running cell 1 (attempt 2/3)" in labels
+            assert "done (answered)" in labels
+            # The failure and the status line are text, never only in the widget.
+            text = _stdout(lab)
+            assert "attempt 1/3 failed: KeyError: 'petal_len' — asking for a fix" in text
+            assert "value 4" in text
+            assert "Fixed the column name." in text
+            assert "jupyter-ci: done — 1 cell, 2 attempts" in text
+            assert "jupyter-ci: running cell" not in text  # that one is the widget's
+            status_at = next(
+                i
+                for i, m in enumerate(lab)
+                if m["msg_type"] == "stream" and "jupyter-ci: done —" in m["content"]["text"]
+            )
+            assert lab.index(updates[0]) < status_at
+            assert not [m for m in lab if m["msg_type"] == "error"]
+
+            # VS Code renders widgets too.
+            vscode = _execute(kc, "%%ci anything to do?\n", VSCODE)
+            assert _widget_comms(vscode)
+            assert "jupyter-ci: asking" not in _stdout(vscode)
+            assert "Nothing to run." in _stdout(vscode)
+
+            # No metadata (nbclient, jupyter_client), or a console: text lines only.
+            for metadata in (None, CONSOLE):
+                plain = _execute(kc, "%%ci anything to do?\n", metadata)
+                assert not _widget_comms(plain)
+                assert not [m for m in plain if m["msg_type"] == "display_data"]
+                assert "jupyter-ci: asking openai/scripted ..." in _stdout(plain)
+                assert "Nothing to run." in _stdout(plain)
+
+            # Forced text in JupyterLab; the cell carries a stamp saved from an old session.
+            stale = {**LAB, "jupyter_ci": {"client": "a-session-long-gone"}}
+            forced = _execute(kc, "%%ci --progress text anything to do?\n", stale)
+            assert not _widget_comms(forced)
+            assert "jupyter-ci: asking openai/scripted ..." in _stdout(forced)
+            assert not [m for m in forced if m["msg_type"] == "error"]
+            # A stamp equal to this client's session is a request to hand off.
+            current = {**LAB, "jupyter_ci": {"client": kc.session.session}}
+            handed = _execute(kc, "%%ci anything?\n", current)
+            displays = [m for m in handed if m["msg_type"] == "display_data"]
+            assert protocol.HANDOFF_MIME in displays[0]["content"]["data"]
+            [error] = [m for m in handed if m["msg_type"] == "error"]
+            assert error["content"]["ename"] == "JupyterCIHandoff"
+            assert error["content"]["traceback"] == [GENERATING_BELOW]
+            requests = server.chat_requests
+            assert len(requests) == 7  # the handed-off request reached no model from here
+            forced_prompt = requests[-1].body["messages"][-1]["content"]
+            assert forced_prompt.rstrip().endswith("Request: anything to do?")  # no option in it
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+def test_forced_widgets_in_nbclient_and_the_silent_fallback() -> None:
+    """``--progress widgets`` where nothing renders them; then without ipywidgets: text."""
+    script = [
+        Reply.code("a = 1\nprint('a is', a)"),
+        Reply.text("Done."),
+        Reply.code("b = 2"),
+        Reply.text("Done."),
+    ]
+    with ScriptedModelServer(script) as server:
+        notebook = run_notebook(
+            server,
+            [
+                "%ci --progress widgets",
+                "%%ci make a",
+                'import sys\nsys.modules["ipywidgets"] = None  # import ipywidgets now fails',
+                "%%ci make b",
+                "print(a + b)",
+            ],
+        )
+    assert not errors_in(notebook)
+    assert "progress: widgets  (%ci session settings)" in text_of(notebook.cells[1])
+    # Widgets were made and updated (nbclient keeps their state), and their output was
+    # replaced by empty text: the saved notebook shows no widget that cannot be displayed.
+    assert not widget_outputs(notebook)
+    state = notebook.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    labels = [m["state"].get("value") for m in state.values() if m["model_name"] == "LabelModel"]
+    assert "done (answered)" in labels
+    first = notebook.cells[2]
+    assert [o.data for o in first.outputs if o.output_type == "display_data"] == [
+        {"text/plain": ""}
+    ]
+    assert "a is 1" in text_of(first)
+    assert "jupyter-ci: done — 1 cell, 1 attempt" in text_of(first)
+    assert "jupyter-ci: running cell" not in text_of(first)
+    # Without ipywidgets: text progress, no error, nothing said about widgets.
+    second = notebook.cells[4]
+    assert not [o for o in second.outputs if o.output_type == "display_data"]
+    assert "jupyter-ci: running cell 1 (attempt 1/3)" in text_of(second)
+    assert "jupyter-ci: done — 1 cell, 1 attempt" in text_of(second)
+    assert "widget" not in text_of(second)
+    assert text_of(notebook.cells[5]).strip() == "3"
+
+
+def test_renders_widgets_only_for_known_frontends() -> None:
+    assert renders_widgets({"header": {}, "metadata": LAB})
+    assert renders_widgets({"metadata": VSCODE})
+    assert not renders_widgets({"metadata": CONSOLE})
+    assert not renders_widgets({"metadata": {}})
+    assert not renders_widgets({"metadata": {"deletedCells": []}})
+    assert not renders_widgets({"metadata": {"cellId": 3, "deletedCells": []}})
+    assert not renders_widgets({})
+    assert not renders_widgets(None)
+
+
+# --- modes in the kernel ------------------------------------------------------------------
+
+
+def test_review_mode_says_it_needs_the_panel(shell: InteractiveShell) -> None:
+    with ScriptedModelServer([Reply.code("x = 1")]) as server:
+        with capture_output() as captured:
+            result = shell.run_cell(
+                f"%%ci --model openai/scripted --api-base {server.base_url} --review plot\n"
+            )
+        requests = server.chat_requests
+    assert result.error_in_exec is None
+    assert REVIEW_IN_KERNEL in captured.stdout
+    assert "--no-run" in REVIEW_IN_KERNEL
+    assert requests == []
+
+
+def test_no_run_offers_the_code_without_running_it(shell: InteractiveShell) -> None:
+    code = "made = 'yes'\nprint(made)"
+    with ScriptedModelServer([Reply.code(code)]) as server, capture_output() as captured:
+        shell.run_cell(
+            f"%%ci --model openai/scripted --api-base {server.base_url} --no-run make it\n"
+        )
+    assert "made" not in shell.user_ns
+    assert shell.rl_next_input == code
+    assert "jupyter-ci: done (inserted) — 1 cell, 0 attempts" in captured.stdout
+    assert "the code was not run (--no-run)" in captured.stdout
+    assert "running cell" not in captured.stdout

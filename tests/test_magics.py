@@ -13,12 +13,12 @@ from IPython.utils.capture import capture_output
 
 from jupyter_ci import __version__
 
-HEAVY = ("litellm", "openai", "tornado", "jupyter_server", "httpx")
+HEAVY = ("litellm", "openai", "tornado", "jupyter_server", "httpx", "ipywidgets")
 
 
 @pytest.fixture
 def shell(monkeypatch: pytest.MonkeyPatch) -> Iterator[InteractiveShell]:
-    for name in ("MODEL", "API_BASE", "MAX_ATTEMPTS", "DISABLE", "API_KEY"):
+    for name in ("MODEL", "API_BASE", "MAX_ATTEMPTS", "DISABLE", "API_KEY", "MODE", "PROGRESS"):
         monkeypatch.delenv(f"JUPYTER_CI_{name}", raising=False)
     ip = InteractiveShell.instance()
     ip.run_line_magic("load_ext", "jupyter_ci")
@@ -118,6 +118,32 @@ def test_ci_help_lists_options(shell: InteractiveShell) -> None:
     out = run(shell, "%ci --help")
     assert "--max-attempts" in out
     assert "--no-run" in out
+    assert "--progress auto|text|widgets" in out
+    assert "JUPYTER_CI_PROGRESS" in out
+
+
+def test_progress_is_a_session_switch(
+    shell: InteractiveShell, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert "progress: auto  (default)" in run(shell, "%ci")
+    out = run(shell, "%ci --progress widgets --max-attempts 2")
+    assert "progress: widgets  (%ci session settings)" in out
+    assert "max_attempts: 2  (%ci session settings)" in out
+    assert "progress: widgets" in run(shell, "%ci")
+    out = run(shell, "%ci --progress sometimes")
+    assert "--progress must be one of auto, text, widgets; got 'sometimes'" in out
+    assert "progress: widgets" in run(shell, "%ci")
+    run(shell, "%ci reset")
+    monkeypatch.setenv("JUPYTER_CI_PROGRESS", "text")
+    assert "progress: text  (the kernel's environment)" in run(shell, "%ci")
+    monkeypatch.setenv("JUPYTER_CI_PROGRESS", "fancy")
+    out = run(shell, "%%ci --model openai/x plot\n")
+    assert "JUPYTER_CI_PROGRESS must be one of auto, text, widgets; got 'fancy'" in out
+
+
+def test_cell_magic_refuses_an_unknown_progress_view(shell: InteractiveShell) -> None:
+    out = run(shell, "%%ci --progress loud plot\n")
+    assert "--progress must be one of auto, text, widgets; got 'loud'" in out
 
 
 def test_cell_magic_without_litellm_says_what_to_install(

@@ -11,7 +11,8 @@ Where no jupyter-ci frontend is attached (VS Code, papermill/nbclient, terminal 
   (:class:`MainThreadBridge`) until the run ends: run this code, inspect the variables, print
   this progress line. Code therefore runs where the user's code always runs, through
   ``shell.run_cell(..., store_history=False)``: variables land in ``user_ns`` and displays appear
-  under the magic cell.
+  under the magic cell. What the user sees of the run's progress (lines of text or a widget)
+  is :mod:`jupyter_ci.workspaces.inkernel_progress`.
 
 Cells are virtual: the notebook the loop sees is the kernel's input history (as code cells,
 without outputs, ``%%ci`` cells left out) followed by the generated code blocks, which live only
@@ -51,6 +52,7 @@ from ..agent.variables import INSPECT_SOURCE, parse_variables
 from ..agent.workspace import Cell, CellStatus, Execution, Variable
 from ..errors import InternalError, StoppedByUser
 from ..models.base import Model
+from .inkernel_progress import ProgressView, TextProgress, make_view
 
 T = TypeVar("T")
 
@@ -94,8 +96,17 @@ class MainThreadBridge:
         self._queue: queue.SimpleQueue[Callable[[], None] | _Done] = queue.SimpleQueue()
 
     def post(self, job: Callable[[], None]) -> None:
-        """Run ``job`` on the main thread soon (fire and forget; used for progress lines)."""
-        self._queue.put(job)
+        """Run ``job`` on the main thread soon (fire and forget; used for progress).
+
+        A failing job is dropped: showing progress must never end the magic while its run goes
+        on without it.
+        """
+
+        def guarded() -> None:
+            with contextlib.suppress(Exception):
+                job()
+
+        self._queue.put(guarded)
 
     def finish(self) -> None:
         """Tell :meth:`serve` that the run has ended."""
@@ -119,12 +130,19 @@ class MainThreadBridge:
         self._queue.put(job)
         return await asyncio.wrap_future(future)
 
-    def serve(self, on_interrupt: Callable[[], None], *, grace: float = STOP_GRACE) -> bool:
+    def serve(
+        self,
+        on_interrupt: Callable[[], None],
+        *,
+        grace: float = STOP_GRACE,
+        on_idle: Callable[[], None] | None = None,
+    ) -> bool:
         """Run posted jobs until :meth:`finish`; returns False if the run was abandoned.
 
         A ``KeyboardInterrupt`` (the Jupyter interrupt button, Ctrl-C) calls ``on_interrupt``
         once per interrupt; if the run has not ended ``grace`` seconds after the first one, the
-        magic stops waiting for it.
+        magic stops waiting for it. ``on_idle`` is called whenever no job came for ``POLL``
+        seconds (a progress view's clock).
         """
         stop_deadline: float | None = None
         while True:
@@ -134,6 +152,9 @@ class MainThreadBridge:
                 except queue.Empty:
                     if stop_deadline is not None and time.monotonic() > stop_deadline:
                         return False
+                    if on_idle is not None:
+                        with contextlib.suppress(Exception):
+                            on_idle()
                     continue
                 if isinstance(job, _Done):
                     return True
@@ -525,65 +546,6 @@ def _cell(block: _Block) -> Cell:
     return Cell(block.id, "code", block.source, metadata=dict(block.metadata))
 
 
-# --- progress ------------------------------------------------------------------------------
-
-
-class TextProgress:
-    """Progress as plain text lines, printed on the main thread as events arrive."""
-
-    def __init__(self, workspace: InKernelWorkspace, model_name: str) -> None:
-        self.workspace = workspace
-        self.model_name = model_name
-        self.asked = False
-        self.attempt = 1
-        self.max_attempts = 1
-        self.cell_numbers: dict[str, int] = {}
-
-    def __call__(self, event: Mapping[str, Any]) -> None:
-        line = self.line(event)
-        if line:
-            print(line, flush=True)
-
-    def line(self, event: Mapping[str, Any]) -> str | None:
-        """The text for one run event, or None for events not worth a line."""
-        kind = event.get("type")
-        if kind == "state" and event.get("state") == "generating" and not self.asked:
-            self.asked = True
-            return f"jupyter-ci: asking {self.model_name} ..."
-        if kind == "attempt":
-            self.attempt = int(event.get("attempt", 1))
-            self.max_attempts = int(event.get("max_attempts", 1))
-            cell_id = str(event.get("cell_id"))
-            number = self.cell_numbers.setdefault(cell_id, len(self.cell_numbers) + 1)
-            return f"jupyter-ci: running cell {number} (attempt {self.attempt}/{self.max_attempts})"
-        if kind == "execution_finished":
-            return self._finished(event)
-        if kind == "cell_updated" and int(event.get("attempt", 1)) > 1:
-            return "jupyter-ci: fix received"
-        if kind == "message" and event.get("text"):
-            prefix = "jupyter-ci: " if event.get("role") == "notice" else ""
-            return f"{prefix}{event['text']}"
-        return None
-
-    def _finished(self, event: Mapping[str, Any]) -> str | None:
-        status = event.get("status")
-        if status == "ok":
-            return None
-        what = f"jupyter-ci: attempt {self.attempt}/{self.max_attempts}"
-        more = self.attempt < self.max_attempts
-        follow = " — asking for a fix" if more else " — no attempts left"
-        if status == "timed_out":
-            return f"{what} timed out and was interrupted{follow}"
-        if status == "aborted":
-            return f"{what} was interrupted by the user; stopping"
-        error = self.workspace.last_error.get(str(event.get("cell_id")), {})
-        ename, evalue = error.get("ename", "Error"), error.get("evalue", "")
-        detail = f"{ename}: {evalue}" if evalue else str(ename)
-        if len(detail) > 300:
-            detail = detail[:297] + "..."
-        return f"{what} failed: {detail}{follow}"
-
-
 # --- one run -------------------------------------------------------------------------------
 
 
@@ -602,19 +564,31 @@ def run_in_kernel(
     request: RunRequest,
     model: Model,
     *,
-    progress: Callable[[Mapping[str, Any]], None] | None = None,
+    progress: str = "text",
+    listener: Callable[[Mapping[str, Any]], None] | None = None,
     model_name: str = "",
     earlier: Mapping[int, str] | None = None,
 ) -> InKernelResult:
     """Run the loop for ``request`` in this kernel; blocks (serving the loop) until it ends.
 
-    Must be called on the main thread (the shell's thread). ``progress`` receives each event on
-    the main thread; by default :class:`TextProgress` prints a line for the interesting ones.
-    ``earlier`` is the code earlier runs generated, by the input number of their ``%%ci`` cell.
+    Must be called on the main thread (the shell's thread). ``progress`` is the view shown
+    under the cell: ``"text"`` (:class:`TextProgress`, a line for each interesting event) or
+    ``"widgets"`` (a widget box, falling back to text when widgets cannot be made); it is
+    closed when the run ends. ``listener``, if given, also receives every event on the main
+    thread (benchmarks, tests). ``earlier`` is the code earlier runs generated, by the input
+    number of their ``%%ci`` cell.
     """
     bridge = MainThreadBridge()
     workspace = InKernelWorkspace(shell, bridge, earlier)
-    show = progress or TextProgress(workspace, model_name or getattr(model, "name", "the model"))
+    name = model_name or getattr(model, "name", "the model")
+    view: ProgressView = make_view(
+        progress, workspace.last_error, name, max_attempts=request.settings.max_attempts
+    )
+
+    def show(event: Mapping[str, Any]) -> None:
+        view(event)
+        if listener is not None:
+            listener(event)
 
     def on_event(event: dict[str, Any]) -> None:
         bridge.post(lambda: show(event))
@@ -635,7 +609,10 @@ def run_in_kernel(
         with contextlib.suppress(RuntimeError):
             worker.loop.call_soon_threadsafe(run.stop)
 
-    finished = bridge.serve(on_interrupt)
+    try:
+        finished = bridge.serve(on_interrupt, on_idle=view.tick)
+    finally:
+        view.close()
     if not finished:
         future.cancel()
         return InKernelResult(None, workspace.generated_code(), abandoned=True)
