@@ -88,8 +88,13 @@ class Dispatcher:
                 self.hub.subscribe(connection, message["notebook_paths"])
                 self._accept(connection, message)
             elif kind == "start_run":
-                run_id, position = await self.manager.start(client_id, message)
-                self._accept(connection, message, run_id=run_id, position=position)
+                result = await self.manager.start(client_id, message)
+                fields: dict[str, Any] = {"position": result.position}
+                if result.run_id:
+                    fields["run_id"] = result.run_id
+                if result.note:
+                    fields["note"] = result.note
+                self._accept(connection, message, **fields)
             elif kind == "stop_run":
                 await self.manager.stop(str(message["run_id"]))
                 self._accept(connection, message, run_id=str(message["run_id"]))

@@ -42,6 +42,7 @@ from ..models.scrub import scrub
 from ..settings import Settings
 from ..workspaces.lab import LabWorkspace
 from .calls import CallChannel
+from .store import source_hash
 
 log = logging.getLogger("jupyter_ci.server")
 
@@ -140,6 +141,23 @@ class Store(Protocol):
     async def rename(self, old_path: str, new_path: str) -> Any:
         """The notebook moved; its conversation follows."""
         ...
+
+    async def latest_run_for_anchor(self, conversation_id: str, anchor_cell_id: str) -> Any:
+        """The newest run anchored at a ``%%ci`` cell (with its generated cells), or None."""
+        ...
+
+
+@dataclass(frozen=True)
+class StartResult:
+    """What a ``start_run`` request led to: a run (and its queue position), or only a note.
+
+    ``run_id`` is None when no run was needed: a ``%%ci`` whose generated cells are still in the
+    notebook is not sent to the model again.
+    """
+
+    run_id: str | None
+    position: int = 0
+    note: str = ""
 
 
 #: Makes the model of a run from its settings (the server's key goes in here, never out).
@@ -263,6 +281,8 @@ class RunManager:
         self._runs: dict[str, ManagedRun] = {}
         self._finished: list[str] = []
         self._nonces: set[str] = set()
+        #: Channels of re-run checks in progress, by their id: (owner, channel).
+        self._probes: dict[str, tuple[str, CallChannel]] = {}
         self._closing = False
 
     # --- queries -------------------------------------------------------------------------
@@ -285,10 +305,12 @@ class RunManager:
 
     # --- requests ------------------------------------------------------------------------
 
-    async def start(self, client_id: str, request: Mapping[str, Any]) -> tuple[str, int]:
-        """Start (or queue) a run for a ``start_run`` request; returns its id and position.
+    async def start(self, client_id: str, request: Mapping[str, Any]) -> StartResult:
+        """Start (or queue) a run for a ``start_run`` request.
 
-        Raises :class:`RunRefused` with what to do when the request cannot run.
+        A ``%%ci`` (origin ``magic``) whose earlier run's generated cells are still in the
+        notebook starts no run (the result says so), unless ``regenerate`` asks to replace the
+        unedited ones. Raises :class:`RunRefused` with what to do when the request cannot run.
         """
         if self._closing:
             raise RunRefused("server_shutdown", "The server is shutting down.")
@@ -327,6 +349,14 @@ class RunManager:
             raise RunRefused(str(info["code"]), err.message, hint=err.hint) from None
         if nonce:
             self._nonces.add(nonce)
+        note = ""
+        anchor = request.get("anchor_cell_id")
+        if origin == "magic" and isinstance(anchor, str) and anchor:
+            generate, note = await self._previous_cells(
+                client_id, notebook_path, anchor, bool(request.get("regenerate"))
+            )
+            if not generate:
+                return StartResult(None, note=note)
         run = await self._create(client_id, request, settings, model, origin)
         lane.append(run)
         position = len(lane) - 1
@@ -341,7 +371,7 @@ class RunManager:
         if position == 0:
             self._launch(run)
         self._announce()
-        return run.run_id, position
+        return StartResult(run.run_id, position, note)
 
     async def stop(self, run_id: str) -> None:
         """Stop a run the user sees: abort the model stream, interrupt the kernel."""
@@ -374,11 +404,66 @@ class RunManager:
         return [event for event in run.events if event["seq"] > after_seq]
 
     def deliver(self, client_id: str, reply: Mapping[str, Any]) -> bool:
-        """Hand a call reply from a tab to the run that made the call."""
+        """Hand a call reply from a tab to the run (or the re-run check) that made the call."""
         for run in self._runs.values():
             if run.owner == client_id and run.channel.deliver(reply):
                 return True
-        return False
+        return any(
+            owner == client_id and channel.deliver(reply)
+            for owner, channel in list(self._probes.values())
+        )
+
+    async def _previous_cells(
+        self, client_id: str, notebook_path: str, anchor: str, regenerate: bool
+    ) -> tuple[bool, str]:
+        """Whether to generate for a ``%%ci`` cell again, and a note for the user.
+
+        What the anchor's last run left in the notebook decides. The run record (cell ids and
+        source hashes) is the truth; cell metadata is only a hint (copy and paste duplicates
+        it, and a pasted copy has a new id: it is the user's).
+        """
+        if self.store is None:
+            return True, ""
+        try:
+            conversation = await self.store.conversation_for(notebook_path)
+            record = await self.store.latest_run_for_anchor(conversation.id, anchor)
+        except Exception:
+            self.log.warning("jupyter-ci: could not read the run record", exc_info=True)
+            return True, ""
+        if record is None or not record.cells:
+            return True, ""
+        probe_id = f"probe-{uuid.uuid4().hex}"
+        channel = CallChannel(
+            probe_id, notebook_path, lambda message: self.publisher.send(client_id, message)
+        )
+        self._probes[probe_id] = (client_id, channel)
+        workspace = LabWorkspace(channel, call_timeout=30)
+        try:
+            sources = {cell.id: cell.source for cell in await workspace.read_cells()}
+            present = [cell for cell in record.cells if cell.cell_id in sources]
+            if not present:
+                return True, ""
+            if not regenerate:
+                count = len(present)
+                return False, (
+                    f"The {count} cell{'s' if count != 1 else ''} this %%ci generated "
+                    f"{'are' if count != 1 else 'is'} still below it: not asking the model "
+                    "again. Use %%ci --regenerate to replace them (cells you edited are kept)."
+                )
+            unedited = [c for c in present if source_hash(sources[c.cell_id]) == c.source_hash]
+            for cell in unedited:
+                await workspace.delete_cell(cell.cell_id)
+        except JupyterCIError as err:
+            raise RunRefused(
+                "notebook_unavailable", f"Could not read the notebook: {err.message}"
+            ) from None
+        finally:
+            channel.close()
+            self._probes.pop(probe_id, None)
+        kept = len(present) - len(unedited)
+        note = f"Replaced {len(unedited)} generated cell{'s' if len(unedited) != 1 else ''}"
+        note += f"; kept {kept} you edited." if kept else "."
+        return True, note
 
     # --- what happens around the runs ------------------------------------------------------
 

@@ -8,6 +8,7 @@ jupyter-ci's own resource. Origin checks and keep-alive pings come from jupyter_
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -91,10 +92,24 @@ class RunSocketHandler(WebSocketMixin, WebSocketHandler, JupyterHandler):
         # algorithm and delayed ACKs hold each one back by tens of milliseconds.
         self.set_nodelay(True)
         self.connection = _SocketConnection(self)
+        self._tasks: set[asyncio.Future[None]] = set()
 
-    async def on_message(self, message: str | bytes) -> None:
-        """Hand the message to the dispatcher."""
-        await self.ci_app.dispatcher.handle(self.connection, message)
+    def on_message(self, message: str | bytes) -> None:
+        """Hand the message to the dispatcher, without waiting for it.
+
+        Tornado delivers no further message until ``on_message`` returns: a request whose
+        handling waits for a call reply from this same tab (a re-run check reads the notebook)
+        would wait forever. Each message is handled in its own task; tasks start in arrival
+        order, so messages are still taken up in order.
+        """
+        task = asyncio.ensure_future(self.ci_app.dispatcher.handle(self.connection, message))
+        self._tasks.add(task)
+        task.add_done_callback(self._handled)
+
+    def _handled(self, task: asyncio.Future[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            self.log.error("jupyter-ci: a message could not be handled", exc_info=task.exception())
 
     def on_close(self) -> None:
         """The tab went away (or reconnects on a new socket)."""

@@ -336,6 +336,9 @@ class ScriptedTab:
         if method == "append_source":
             notebook.cell(str(call["cell_id"]))["source"] += str(call["text"])
             return {}
+        if method == "delete_cell":
+            del notebook.cells[notebook.index(str(call["cell_id"]))]
+            return {}
         if method == "replace_source":
             notebook.cell(str(call["cell_id"]))["source"] = str(call["source"])
             return {}

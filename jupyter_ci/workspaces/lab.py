@@ -101,6 +101,10 @@ class LabWorkspace:
         """Replace the cell's source (a fix, or the user's edit in review)."""
         await self._call("replace_source", {"cell_id": cell_id, "source": source})
 
+    async def delete_cell(self, cell_id: str) -> None:
+        """Delete a generated cell the user did not edit (``--regenerate`` only)."""
+        await self._call("delete_cell", {"cell_id": cell_id})
+
     async def run_cell(self, cell_id: str, timeout: float) -> Execution:
         """Run the cell in the notebook's kernel; ``timeout`` counts from the kernel's start."""
         self._check()

@@ -360,3 +360,60 @@ async def test_bad_messages_get_an_error_and_keep_the_socket(
     assert notice["error"]["code"] == "bad_message"
     still = await tab.request({"request": "subscribe", "notebook_paths": ["a.ipynb"]})
     assert still["ok"] is True
+
+
+async def test_rerunning_a_magic_cell_does_not_generate_again_unless_asked(
+    app: JupyterCIServer,
+    model_server: ScriptedModelServer,
+    start_kernel: KernelStarter,
+    tab_factory: TabFactory,
+) -> None:
+    model_server.set_script(
+        [Reply.code("a = 1"), Reply.code("b = 2"), Reply.code("a = 1", times=2)]
+    )
+    kernel_id = await start_kernel()
+    tab = await open_tab(tab_factory, kernel_id)
+    notebook = tab.notebooks["a.ipynb"]
+    magic = start_request(
+        "a.ipynb", kernel_id, "first then second", origin="magic", anchor_cell_id="c0"
+    )
+    first = await tab.request({**magic, "options": {"max_steps": 2}})
+    end = await tab.wait_for_event(finished, first["run_id"], timeout=60)
+    assert end["summary"]["cells"] == 2
+    generated = [c["id"] for c in notebook.cells if "jupyter_ci" in c["metadata"]]
+    assert notebook.sources()[1:3] == ["a = 1", "b = 2"]
+    requests_so_far = len(model_server.chat_requests)
+
+    # Run the %%ci cell again: its cells are there, so no model call and no new cells.
+    again = await tab.request(magic)
+    assert again["ok"] is True, again
+    assert "run_id" not in again
+    assert "not asking the model again" in again["note"]
+    assert len(model_server.chat_requests) == requests_so_far
+    assert len(notebook.cells) == 3
+
+    # The user edits the second cell and pastes a copy of the first (a new id: theirs).
+    notebook.cell(generated[1])["source"] = "b = 20  # mine"
+    notebook.cells.append({**notebook.cell(generated[0]), "id": "pasted"})
+    regenerate = await tab.request(
+        {**magic, "prompt": "regenerate", "regenerate": True, "options": {"max_steps": 1}}
+    )
+    assert regenerate["ok"] is True
+    assert regenerate["note"] == "Replaced 1 generated cell; kept 1 you edited."
+    end = await tab.wait_for_event(finished, regenerate["run_id"], timeout=60)
+    assert end["state"] == "done"
+    ids = [c["id"] for c in notebook.cells]
+    assert generated[0] not in ids  # the unedited generated cell was replaced
+    assert generated[1] in ids  # the edited one was kept
+    assert "pasted" in ids  # the copy is the user's
+    assert notebook.cell(generated[1])["source"] == "b = 20  # mine"
+    assert (
+        next(m for m in tab.received if m.get("method") == "delete_cell")["cell_id"]
+        == (generated[0])
+    )
+
+    # All generated cells deleted by the user: the next run generates again.
+    notebook.cells = [c for c in notebook.cells if "jupyter_ci" not in c["metadata"]]
+    fresh = await tab.request({**magic, "options": {"max_steps": 1}})
+    assert "run_id" in fresh
+    await tab.wait_for_event(finished, fresh["run_id"], timeout=60)
