@@ -333,6 +333,8 @@ class StartRunRequest(TypedDict):
     regenerate: NotRequired[bool]
     session_options: NotRequired[dict[str, Any]]
     user_options: NotRequired[dict[str, Any]]
+    fix_cell_id: NotRequired[str | None]
+    attachments: NotRequired[list[str]]
 
 
 class StopRunRequest(TypedDict):
@@ -363,6 +365,22 @@ class ReplayRequest(TypedDict):
     after_seq: int
 
 
+class PreviewRequest(TypedDict):
+    """What a request would send to the model, without sending it."""
+
+    request: Literal["preview"]
+    request_id: NotRequired[str]
+    notebook_path: str
+    kernel_id: str
+    prompt: str
+    options: dict[str, Any]
+    anchor_cell_id: str | None
+    fix_cell_id: NotRequired[str | None]
+    attachments: NotRequired[list[str]]
+    session_options: NotRequired[dict[str, Any]]
+    user_options: NotRequired[dict[str, Any]]
+
+
 # --- replies and notices (server → clients) ----------------------------------------------------
 
 
@@ -381,6 +399,22 @@ class RunInfo(TypedDict):
     last_seq: int
 
 
+class PreviewMessage(TypedDict):
+    """One message of a preview."""
+
+    role: str
+    content: str
+
+
+class Preview(TypedDict):
+    """The messages a request would send and their token count."""
+
+    model: str
+    messages: list[PreviewMessage]
+    prompt_tokens: int
+    context_tokens: int
+
+
 class RequestAccepted(TypedDict):
     """The server did what a client request asked."""
 
@@ -391,6 +425,7 @@ class RequestAccepted(TypedDict):
     runs: NotRequired[list[RunInfo]]
     server_version: NotRequired[str]
     note: NotRequired[str]
+    preview: NotRequired[Preview]
 
 
 class RequestRefused(TypedDict):
@@ -424,6 +459,7 @@ ClientRequest = (
     | StopRunRequest
     | ReviewRequest
     | ReplayRequest
+    | PreviewRequest
 )
 RequestReply = RequestAccepted | RequestRefused
 Notice = RunsNotice | ErrorNotice
@@ -485,7 +521,9 @@ TYPES: dict[str, type] = {
         StopRunRequest,
         ReviewRequest,
         ReplayRequest,
+        PreviewRequest,
         RunInfo,
+        Preview,
         RequestAccepted,
         RequestRefused,
         RunsNotice,

@@ -301,3 +301,42 @@ async def test_insert_mode_never_runs(workspace: KernelWorkspace) -> None:
     assert cells[0].source == "x = 1"
     assert cells[0].execution_count is None
     assert "x" not in {v.name for v in await workspace.inspect_variables()}
+
+
+async def test_fix_this_cell_replaces_its_code_and_reruns_it(tmp_path: Path) -> None:
+    """ "Fix with jupyter-ci" on a failed cell: no new cell, the diff, the rerun, the prose."""
+    from jupyter_ci.agent.loop import AgentRun, RunRequest
+    from jupyter_ci.models.litellm_model import LiteLLMModel
+    from jupyter_ci.settings import Settings
+
+    path = write_notebook(tmp_path / "fix.ipynb", [IRIS_SETUP, 'iris["petal_len"].mean()'])
+    workspace = await KernelWorkspace.open(path)
+    try:
+        await workspace.restore()
+        cells = await workspace.read_cells()
+        broken = cells[1].id
+        first = await workspace.run_cell(broken, 30)
+        assert first.error is not None  # the user's cell failed: KeyError
+        script = [Reply.code('iris["petal_length"].mean()', prose="The column is petal_length.")]
+        recorder = Recorder()
+        with ScriptedModelServer(script) as server:
+            chosen = Settings(model="openai/scripted", api_base=server.base_url)
+            model = LiteLLMModel(chosen, api_key=KEY)
+            request = RunRequest("", chosen, fix_cell_id=broken)
+            outcome = await AgentRun(request, workspace, model, on_event=recorder).run()
+            sent = server.chat_requests[0].body["messages"][-1]["content"]
+        after = await workspace.read_cells()
+    finally:
+        await workspace.close()
+    assert (outcome.state, outcome.reason) == (RunState.DONE, "fixed")
+    assert outcome.answer == "The column is petal_length."
+    assert [cell.id for cell in after] == [cell.id for cell in cells]  # no cell added
+    assert after[1].source == 'iris["petal_length"].mean()'
+    assert after[1].outputs[0]["output_type"] == "execute_result"
+    [update] = recorder.of("cell_updated")
+    assert '-iris["petal_len"].mean()' in update["diff"]
+    assert '+iris["petal_length"].mean()' in update["diff"]
+    # The model saw the cell's code and its KeyError, as untrusted data, and the request.
+    assert re.search(r"<untrusted-data[^>]*the cell to fix", sent)
+    assert "KeyError" in sent
+    assert sent.rstrip().endswith("Request: Fix this cell.")

@@ -269,6 +269,33 @@ VALID: list[tuple[str, dict[str, Any]]] = [
     ),
     ("RequestReply", {"reply_to": "q0", "ok": True, "runs": [], "server_version": "0.1.0"}),
     (
+        "ClientRequest",
+        {
+            "request": "preview",
+            "request_id": "q5",
+            "notebook_path": "a.ipynb",
+            "kernel_id": "k-1",
+            "prompt": "",
+            "options": {},
+            "anchor_cell_id": None,
+            "fix_cell_id": "c3",
+            "attachments": ["data/iris.csv"],
+        },
+    ),
+    (
+        "RequestReply",
+        {
+            "reply_to": "q5",
+            "ok": True,
+            "preview": {
+                "model": "openai/scripted",
+                "messages": [{"role": "system", "content": "You are jupyter-ci"}],
+                "prompt_tokens": 5,
+                "context_tokens": 8000,
+            },
+        },
+    ),
+    (
         "Handoff",
         {
             "version": 1,

@@ -40,7 +40,7 @@ from .extract import code_from_tool_arguments, extract_code
 from .prompts import render
 from .states import RunState, RunStateMachine
 from .streaming import FenceStream
-from .workspace import CellStatus, Execution, Workspace
+from .workspace import Cell, CellStatus, Execution, Workspace
 
 #: Receives each run event (a dict matching the protocol's RunEvent).
 EventCallback = Callable[[dict[str, Any]], None]
@@ -97,6 +97,10 @@ class RunRequest:
     anchor_id: str | None = None
     #: Earlier messages of this notebook's conversation (user/assistant turns).
     history: Sequence[dict[str, Any]] = ()
+    #: "Fix with jupyter-ci": the cell whose code the run fixes in place (no new cells).
+    fix_cell_id: str | None = None
+    #: More context the user attached (files they picked), shown to the model as data.
+    attachments: str = ""
 
 
 @dataclass
@@ -245,6 +249,11 @@ class AgentRun:
                 raise StoppedByUser()
             self._check_mode()
             self._move(RunState.GENERATING)
+            if self.request.fix_cell_id is not None:
+                answer = await self._fix(self.request.fix_cell_id)
+                if answer:
+                    self.emit("message", role="assistant", text=answer)
+                raise _Finish(RunState.DONE, "fixed")
             messages = await self._first_messages()
             after_id = await self._insertion_point()
             step = 0
@@ -336,6 +345,11 @@ class AgentRun:
         )
         messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
         messages.extend(dict(m) for m in self.request.history)
+        prompt = self.request.prompt
+        if self.request.attachments:
+            prompt = (
+                wrap_untrusted(self.request.attachments, self.nonce, "attached") + "\n" + prompt
+            )
         messages.append(
             {
                 "role": "user",
@@ -343,11 +357,89 @@ class AgentRun:
                     "request",
                     notebook=context.notebook,
                     variables=context.variables,
-                    request=self.request.prompt,
+                    request=prompt,
                 ),
             }
         )
         return messages
+
+    async def opening_messages(self) -> list[dict[str, Any]]:
+        """The messages of the run's first model call (what a preview shows the user)."""
+        if self.request.fix_cell_id is not None:
+            messages, _ = await self._fix_messages(self.request.fix_cell_id)
+            return messages
+        return await self._first_messages()
+
+    async def _fix_messages(self, cell_id: str) -> tuple[list[dict[str, Any]], Cell]:
+        """The first messages of a "fix this cell" run, and the cell."""
+        cells = await self.workspace.read_cells()
+        target = next((cell for cell in cells if cell.id == cell_id), None)
+        if target is None or target.cell_type != "code":
+            raise NotebookUnavailable(
+                "The cell to fix is not in the notebook (or is not a code cell).",
+                hint="Select the failed code cell and ask again.",
+            )
+        variables = await self.workspace.inspect_variables()
+        system = render("system")
+        budget = max(
+            self.settings.context_tokens
+            - self.model.count_tokens(system + target.source + self.request.prompt)
+            - RESERVED_TOKENS,
+            200,
+        )
+        context = build_context(
+            cells,
+            variables,
+            anchor_id=cell_id,
+            budget_tokens=budget,
+            count_tokens=self.model.count_tokens,
+            nonce=self.nonce,
+        )
+        digest = digest_outputs(
+            target.outputs, max_chars=DIGEST_CHARS, vision=getattr(self.model, "vision", False)
+        )
+        shown = f"{target.source}\n# what it printed or raised:\n{digest.text or '(nothing)'}"
+        messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
+        messages.extend(dict(m) for m in self.request.history)
+        messages.append(
+            self._user_message(
+                render(
+                    "fix_request",
+                    notebook=context.notebook,
+                    variables=context.variables,
+                    cell=wrap_untrusted(shown, self.nonce, "the cell to fix"),
+                    request=self.request.prompt or "Fix this cell.",
+                ),
+                digest,
+            )
+        )
+        return messages, target
+
+    async def _fix(self, cell_id: str) -> str:
+        """Fix one existing cell in place: the model sees its code and outputs, the fix
+        replaces its source (the diff is shown) and it runs, within ``max_attempts``.
+
+        Returns the model's prose, if it wrote any.
+        """
+        messages, target = await self._fix_messages(cell_id)
+        self._move(RunState.FIXING)
+        reply, fixed, _ = await self._generate(messages, stream_after=NO_STREAM)
+        messages.append({"role": "assistant", "content": reply.text or fixed or ""})
+        if fixed is None:
+            raise BadCodeBlock("The model answered without a fix for the cell.", reply.text)
+        self.cells.append(cell_id)
+        await self.workspace.replace_source(cell_id, fixed)
+        self.emit(
+            "cell_updated",
+            cell_id=cell_id,
+            source=fixed,
+            diff=_diff(target.source, fixed),
+            attempt=1,
+        )
+        if self.settings.mode == "insert":
+            return _prose(reply.text)
+        await self._run_until_fixed(cell_id, fixed, messages)
+        return _prose(reply.text)
 
     async def _run_until_fixed(
         self, cell_id: str, code: str, messages: list[dict[str, Any]]
@@ -695,6 +787,11 @@ def _text_of(content: Any) -> str:
     if isinstance(content, list):
         return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
     return ""
+
+
+def _prose(text: str) -> str:
+    """The prose of a reply around its code blocks (the model's explanation of a fix)."""
+    return re.sub(r"```.*?(```|$)", "", text, flags=re.DOTALL).strip()
 
 
 def _diff(before: str, after: str) -> str:

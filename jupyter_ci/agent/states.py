@@ -49,6 +49,7 @@ TRANSITIONS: dict[RunState, frozenset[RunState]] = {
     RunState.QUEUED: frozenset({RunState.GENERATING}) | _ENDS,
     RunState.GENERATING: frozenset(
         {
+            RunState.FIXING,  # "fix this cell": the model writes a fix of an existing cell
             RunState.AWAITING_APPROVAL,  # review mode: a new cell waits for approval
             RunState.EXECUTING,  # auto mode: the new cell runs
             RunState.DONE,  # a reply without code is the answer; insert mode ends here
@@ -71,7 +72,14 @@ TRANSITIONS: dict[RunState, frozenset[RunState]] = {
         }
     )
     | _ENDS,
-    RunState.FIXING: frozenset({RunState.AWAITING_APPROVAL, RunState.EXECUTING}) | _ENDS,
+    RunState.FIXING: frozenset(
+        {
+            RunState.AWAITING_APPROVAL,  # review mode: the fix waits for approval
+            RunState.EXECUTING,  # the fix runs
+            RunState.DONE,  # insert mode: a fix of the user's cell is written, not run
+        }
+    )
+    | _ENDS,
     RunState.DONE: frozenset(),
     RunState.FAILED: frozenset(),
     RunState.STOPPED: frozenset(),
@@ -79,7 +87,7 @@ TRANSITIONS: dict[RunState, frozenset[RunState]] = {
 
 #: Reasons a run ends with, by final state.
 END_REASONS: dict[RunState, frozenset[str]] = {
-    RunState.DONE: frozenset({"answered", "max_steps", "inserted", "rejected"}),
+    RunState.DONE: frozenset({"answered", "max_steps", "inserted", "rejected", "fixed"}),
     RunState.FAILED: frozenset(
         {
             "max_attempts",

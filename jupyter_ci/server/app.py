@@ -15,7 +15,7 @@ from ..config import JupyterCI
 from ..models.base import Model
 from ..settings import Layer, Settings, resolve_settings
 from .dispatch import Dispatcher
-from .handlers import ConversationHandler, StatusHandler
+from .handlers import ConversationHandler, ExportHandler, StatusHandler
 from .hub import Hub
 from .keys import PROVIDER_KEY_VARIABLES, KeyRing
 from .runs import RunManager
@@ -85,6 +85,7 @@ class JupyterCIServer(ExtensionApp):
             grace=self.disconnect_grace,
             secrets=self.secrets,
             logger=self.log,
+            root_dir=root,
         )
         self.hub.on_connected = self.manager.client_connected
         self.hub.on_disconnected = self.manager.client_disconnected
@@ -99,6 +100,7 @@ class JupyterCIServer(ExtensionApp):
             [
                 (r"/jupyter-ci/status", StatusHandler),
                 (r"/jupyter-ci/conversation", ConversationHandler),
+                (r"/jupyter-ci/conversation/export", ExportHandler),
                 (r"/jupyter-ci/ws", RunSocketHandler),
             ]
         )
@@ -205,8 +207,12 @@ class JupyterCIServer(ExtensionApp):
         provider = [os.environ.get(name, "") for name in PROVIDER_KEY_VARIABLES.values()]
         return [value for value in (*own, *provider) if len(value) >= 8]
 
-    def status(self) -> dict[str, Any]:
-        """``GET /jupyter-ci/status``: version and model names, never keys nor api_base."""
+    async def status(self) -> dict[str, Any]:
+        """``GET /jupyter-ci/status``: version and model names, never keys nor api_base.
+
+        With no model configured, it also says which models a local Ollama offers, if one
+        answers on its default port (the setup card shows how to configure one).
+        """
         settings = self.server_settings()
         return {
             "version": __version__,
@@ -214,4 +220,30 @@ class JupyterCIServer(ExtensionApp):
             "models": settings.configured_models,
             "persistent": self.store.persistent,
             "storage_problem": self.store.problem,
+            "ollama_models": None if settings.model else await local_ollama_models(),
         }
+
+
+#: Where a local Ollama answers by default (``JUPYTER_CI_OLLAMA_URL`` moves it, for tests).
+OLLAMA_URL = "http://127.0.0.1:11434"
+
+
+async def local_ollama_models(timeout: float = 0.5) -> list[str] | None:
+    """The models of a local Ollama, as litellm model strings; None if none answers."""
+    import json
+
+    from tornado.httpclient import AsyncHTTPClient, HTTPClientError
+
+    base = os.environ.get("JUPYTER_CI_OLLAMA_URL", OLLAMA_URL).rstrip("/")
+    try:
+        response = await AsyncHTTPClient().fetch(
+            f"{base}/api/tags", connect_timeout=timeout, request_timeout=timeout
+        )
+        tags = json.loads(response.body)
+    except (HTTPClientError, OSError, ValueError, asyncio.TimeoutError):
+        return None
+    models = tags.get("models") if isinstance(tags, dict) else None
+    if not isinstance(models, list):
+        return None
+    names = [str(m.get("name", "")) for m in models if isinstance(m, dict) and m.get("name")]
+    return [f"ollama/{name}" for name in names]

@@ -106,6 +106,9 @@ class Dispatcher:
                     message.get("source"),
                 )
                 self._accept(connection, message, run_id=str(message["run_id"]))
+            elif kind == "preview":
+                preview = await self.manager.preview(client_id, message)
+                self._accept(connection, message, preview=preview)
             elif kind == "replay":
                 events = self.manager.replay(str(message["run_id"]), int(message["after_seq"]))
                 self._accept(connection, message, run_id=str(message["run_id"]))

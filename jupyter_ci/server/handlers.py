@@ -41,7 +41,7 @@ class StatusHandler(BaseHandler):
     async def get(self) -> None:
         """Return the status document."""
         await self.ci_app.ensure_started()
-        self.write_json(self.ci_app.status())
+        self.write_json(await self.ci_app.status())
 
 
 class ConversationHandler(BaseHandler):
@@ -64,7 +64,7 @@ class ConversationHandler(BaseHandler):
         await self.ci_app.ensure_started()
         store = self.ci_app.store
         conversation = await store.conversation_for(self._path())
-        messages = await store.messages(conversation.id)
+        messages = await store.messages(conversation.id, limit=None)
         totals = await store.usage_totals(conversation.id)
         self.write_json(
             {
@@ -99,3 +99,43 @@ class ConversationHandler(BaseHandler):
         await store.clear(conversation.id)
         self.set_status(204)
         self.finish()
+
+
+class ExportHandler(BaseHandler):
+    """``GET /jupyter-ci/conversation/export?path=NOTEBOOK``: the conversation as Markdown."""
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        """The Markdown text, offered as a download named after the notebook."""
+        path = self.get_query_argument("path", "").strip()
+        if not path:
+            raise web.HTTPError(400, "Give the notebook's path as ?path=...")
+        await self.ci_app.ensure_started()
+        store = self.ci_app.store
+        conversation = await store.conversation_for(path)
+        messages = await store.messages(conversation.id, limit=None)
+        totals = await store.usage_totals(conversation.id)
+        name = path.rsplit("/", 1)[-1].rsplit(".", 1)[0] or "conversation"
+        self.set_header("Content-Disposition", f'attachment; filename="{name}-jupyter-ci.md"')
+        self.finish(
+            export_markdown(conversation.path, messages, totals),
+            set_content_type="text/markdown; charset=utf-8",
+        )
+
+
+def export_markdown(path: str, messages: Any, totals: Any) -> str:
+    """A conversation as Markdown: who said what, in order, and what it cost."""
+    names = {"user": "You", "assistant": "jupyter-ci", "notice": "Note"}
+    lines = [f"# jupyter-ci conversation: {path}", ""]
+    for message in messages:
+        lines.append(f"**{names.get(message.role, message.role)}:**")
+        lines.append("")
+        lines.append(message.text)
+        lines.append("")
+    cost = "unknown" if totals.cost is None else f"${totals.cost:.4f}"
+    lines.append(
+        f"_{totals.runs} run(s), {totals.prompt_tokens + totals.completion_tokens:,} tokens, "
+        f"cost {cost}._"
+    )
+    return "\n".join(lines) + "\n"

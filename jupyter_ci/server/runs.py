@@ -41,6 +41,7 @@ from ..models.base import Model
 from ..models.scrub import scrub
 from ..settings import Settings
 from ..workspaces.lab import LabWorkspace
+from .attachments import describe_all
 from .calls import CallChannel
 from .store import source_hash
 
@@ -268,6 +269,7 @@ class RunManager:
         grace: float = 30.0,
         secrets: Callable[[], Sequence[str]] = list,
         logger: logging.Logger | None = None,
+        root_dir: str = "",
     ) -> None:
         self.publisher = publisher
         self.kernels = kernels
@@ -277,6 +279,8 @@ class RunManager:
         self.grace = grace
         self.secrets = secrets
         self.log = logger or log
+        #: The server's root directory (attached files are read below it).
+        self.root_dir = root_dir
         self._lanes: dict[str, list[ManagedRun]] = {}
         self._runs: dict[str, ManagedRun] = {}
         self._finished: list[str] = []
@@ -541,6 +545,7 @@ class RunManager:
         prompt = str(request["prompt"])
         anchor = request.get("anchor_cell_id")
         conversation_id, history = await self._conversation(notebook_path)
+        run_request = self._run_request(request, settings, history)
         channel = CallChannel(
             run_id, notebook_path, lambda message: self.publisher.send(client_id, message)
         )
@@ -551,7 +556,7 @@ class RunManager:
         )
         holder: list[ManagedRun] = []
         agent = AgentRun(
-            RunRequest(prompt, settings, anchor_id=anchor, history=history),
+            run_request,
             workspace,
             model,
             run_id=run_id,
@@ -591,6 +596,72 @@ class RunManager:
                 self.store.add_message(conversation_id, "user", prompt, run_id=run_id)
             )
         return run
+
+    def _run_request(
+        self, request: Mapping[str, Any], settings: Settings, history: list[dict[str, Any]]
+    ) -> RunRequest:
+        """The loop's request from a ``start_run`` or ``preview`` message."""
+        anchor = request.get("anchor_cell_id")
+        fix = request.get("fix_cell_id")
+        attached = [str(path) for path in request.get("attachments") or []]
+        return RunRequest(
+            str(request["prompt"]),
+            settings,
+            anchor_id=anchor if isinstance(anchor, str) else None,
+            history=history,
+            fix_cell_id=fix if isinstance(fix, str) and fix else None,
+            attachments=describe_all(self.root_dir, attached) if attached else "",
+        )
+
+    async def preview(self, client_id: str, request: Mapping[str, Any]) -> dict[str, Any]:
+        """Exactly what a request would send to the model first, and its token count.
+
+        The notebook and the variables are read through the tab, as a run would; nothing is
+        sent to the model.
+        """
+        kernel_id = str(request["kernel_id"])
+        if not self.kernels.has(kernel_id):
+            raise RunRefused(
+                "kernel_unavailable", "The notebook's kernel is not running on this server."
+            )
+        try:
+            settings = self.resolve(request)
+            if not settings.model:
+                raise ConfigError.no_model()
+            model = self.make_model(settings)
+        except JupyterCIError as err:
+            raise RunRefused(str(err.to_dict()["code"]), err.message, hint=err.hint) from None
+        _, history = await self._conversation(str(request["notebook_path"]))
+        probe_id = f"probe-{uuid.uuid4().hex}"
+        channel = CallChannel(
+            probe_id,
+            str(request["notebook_path"]),
+            lambda message: self.publisher.send(client_id, message),
+        )
+        self._probes[probe_id] = (client_id, channel)
+        try:
+            agent = AgentRun(
+                self._run_request(request, settings, history),
+                LabWorkspace(channel, call_timeout=30),
+                model,
+                run_id=probe_id,
+            )
+            messages = await agent.opening_messages()
+        except JupyterCIError as err:
+            raise RunRefused(str(err.to_dict()["code"]), err.message, hint=err.hint) from None
+        finally:
+            channel.close()
+            self._probes.pop(probe_id, None)
+        shown = [
+            {"role": str(m.get("role", "")), "content": _text(m.get("content"))} for m in messages
+        ]
+        tokens = sum(model.count_tokens(m["content"]) for m in shown)
+        return {
+            "model": settings.model,
+            "messages": shown,
+            "prompt_tokens": tokens,
+            "context_tokens": settings.context_tokens,
+        }
 
     async def _conversation(self, notebook_path: str) -> tuple[str | None, list[dict[str, Any]]]:
         if self.store is None:
@@ -736,3 +807,18 @@ class RunManager:
 
     def _announce(self) -> None:
         self.publisher.broadcast({"notice": "runs", "runs": self.runs()})
+
+
+def _text(content: Any) -> str:
+    """The text of a message's content (image parts shown as a placeholder)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, Mapping) and part.get("type") == "text":
+                parts.append(str(part.get("text", "")))
+            elif isinstance(part, Mapping):
+                parts.append(f"[{part.get('type', 'part')}]")
+        return "\n".join(parts)
+    return ""

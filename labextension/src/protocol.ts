@@ -420,6 +420,15 @@ export interface IStartRunRequest {
   regenerate?: boolean;
   session_options?: Record<string, unknown>;
   user_options?: Record<string, unknown>;
+  /**
+   * "Fix with jupyter-ci": fix this cell in place instead of writing new cells.
+   */
+  fix_cell_id?: string | null;
+  /**
+   * Files the user attached (paths under the server's root); their schema and
+   * first rows go into the context.
+   */
+  attachments?: string[];
 }
 
 export interface IStopRunRequest {
@@ -470,6 +479,32 @@ export interface IReplayRequest {
 }
 
 /**
+ * What the next request would send to the model, without sending it: the same
+ * fields as start_run. The reply's preview holds the messages and their token
+ * count.
+ */
+export interface IPreviewRequest {
+  request: 'preview';
+  /**
+   * Chosen by the client; the server's RequestReply carries it back as
+   * reply_to. At least 1 character.
+   */
+  request_id?: string;
+  notebook_path: string;
+  /**
+   * At least 1 character.
+   */
+  kernel_id: string;
+  prompt: string;
+  options: Record<string, unknown>;
+  anchor_cell_id: string | null;
+  fix_cell_id?: string | null;
+  attachments?: string[];
+  session_options?: Record<string, unknown>;
+  user_options?: Record<string, unknown>;
+}
+
+/**
  * Discriminated by `request`.
  */
 export type ClientRequest =
@@ -478,7 +513,8 @@ export type ClientRequest =
   | IStartRunRequest
   | IStopRunRequest
   | IReviewRequest
-  | IReplayRequest;
+  | IReplayRequest
+  | IPreviewRequest;
 
 /**
  * The first message of a connection: who the tab is (client_id, stable across
@@ -542,6 +578,27 @@ export interface IRunInfo {
 }
 
 /**
+ * Exactly what a request would send to the model: its messages (as the model
+ * gets them) and their token count (an estimate where the model's tokenizer is
+ * not at hand).
+ */
+export interface IPreview {
+  model: string;
+  messages: {
+    role: string;
+    content: string;
+  }[];
+  /**
+   * An integer, at least 0.
+   */
+  prompt_tokens: number;
+  /**
+   * The context_tokens budget the view was fitted to. An integer, at least 0.
+   */
+  context_tokens: number;
+}
+
+/**
  * The server did what a client request asked. start_run: run_id and position (0
  * = running now); hello: runs and server_version; replay: the events follow
  * this reply.
@@ -560,6 +617,7 @@ export interface IRequestAccepted {
    * A sentence for the user (e.g. why no model was called).
    */
   note?: string;
+  preview?: IPreview;
 }
 
 /**
@@ -694,10 +752,12 @@ export interface IProtocolDefinitions {
   StopRunRequest: IStopRunRequest;
   ReviewRequest: IReviewRequest;
   ReplayRequest: IReplayRequest;
+  PreviewRequest: IPreviewRequest;
   ClientRequest: ClientRequest;
   HelloRequest: IHelloRequest;
   SubscribeRequest: ISubscribeRequest;
   RunInfo: IRunInfo;
+  Preview: IPreview;
   RequestAccepted: IRequestAccepted;
   RequestRefused: IRequestRefused;
   RequestReply: RequestReply;

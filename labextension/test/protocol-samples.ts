@@ -267,6 +267,23 @@ export const VALID: ISample[] = [
     notebook_paths: ['a.ipynb']
   }),
   valid('SubscribeRequest', { request: 'subscribe', notebook_paths: [] }),
+  valid('PreviewRequest', {
+    request: 'preview',
+    request_id: 'q5',
+    notebook_path: 'a.ipynb',
+    kernel_id: 'k-1',
+    prompt: '',
+    options: {},
+    anchor_cell_id: null,
+    fix_cell_id: 'c3',
+    attachments: ['data/iris.csv']
+  }),
+  valid('Preview', {
+    model: 'openai/scripted',
+    messages: [{ role: 'system', content: 'You are jupyter-ci' }],
+    prompt_tokens: 5,
+    context_tokens: 8000
+  }),
   valid('ClientMessage', {
     request: 'subscribe',
     notebook_paths: ['a.ipynb']

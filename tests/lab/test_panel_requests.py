@@ -1,0 +1,158 @@
+"""What the chat panel asks of the server: previews, attached files, "fix this cell", history."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from jupyter_ci.server.app import JupyterCIServer
+from jupyter_ci.testing import Reply, ScriptedModelServer
+from jupyter_ci.testing.lab_tab import ScriptedTab
+
+from .support import finished, start_request
+
+TabFactory = Callable[..., ScriptedTab]
+KernelStarter = Callable[[], Awaitable[str]]
+
+
+def preview_request(kernel_id: str, prompt: str, **fields: Any) -> dict[str, Any]:
+    return {
+        "request": "preview",
+        "notebook_path": "a.ipynb",
+        "kernel_id": kernel_id,
+        "prompt": prompt,
+        "options": {},
+        "anchor_cell_id": None,
+        **fields,
+    }
+
+
+async def test_a_preview_shows_what_would_be_sent_without_sending_it(
+    app: JupyterCIServer,
+    model_server: ScriptedModelServer,
+    start_kernel: KernelStarter,
+    tab_factory: TabFactory,
+    jp_root_dir: Path,
+) -> None:
+    (jp_root_dir / "data").mkdir()
+    (jp_root_dir / "data" / "fares.csv").write_text("name,fare\nAnn,30.0\nBob,39.3\n")
+    kernel_id = await start_kernel()
+    tab = tab_factory()
+    tab.open_notebook("a.ipynb", kernel_id)
+    await tab.connect()
+    await tab.run_user_cell("a.ipynb", "fares = [30.0, 39.3]")
+    await tab.run_user_cell("a.ipynb", "total = sum(fares)")
+    reply = await tab.request(
+        preview_request(
+            kernel_id,
+            "what is the mean fare?",
+            attachments=["data/fares.csv", "../outside.csv"],
+            options={"context_tokens": 3000},
+        )
+    )
+    assert reply["ok"] is True, reply
+    preview = reply["preview"]
+    assert preview["model"] == "openai/scripted"
+    assert preview["context_tokens"] == 3000
+    roles = [m["role"] for m in preview["messages"]]
+    assert roles == ["system", "user"]
+    request = preview["messages"][-1]["content"]
+    assert "fares = [30.0, 39.3]" in request
+    assert "total: float = 69.3" in request  # the kernel's variables
+    assert "Columns (2): name, fare" in request
+    assert "Ann,30.0" in request
+    assert "../outside.csv could not be read" in request
+    assert request.rstrip().endswith("what is the mean fare?")
+    assert preview["prompt_tokens"] > 50
+    assert model_server.chat_requests == []  # nothing went to the model
+    # The run of the same request sends exactly what the preview showed.
+    model_server.set_script([Reply.text("About 34.65.")])
+    run = await tab.request(
+        start_request(
+            "a.ipynb",
+            kernel_id,
+            "what is the mean fare?",
+            attachments=["data/fares.csv", "../outside.csv"],
+            options={"context_tokens": 3000},
+        )
+    )
+    await tab.wait_for_event(finished, run["run_id"])
+    sent = model_server.chat_requests[0].body["messages"]
+
+    def same(text: str) -> str:  # each run wraps data with its own nonce
+        return re.sub(r'id="[0-9a-f]+"', 'id="N"', text)
+
+    assert [same(m["content"]) for m in sent] == [same(m["content"]) for m in preview["messages"]]
+
+
+async def test_fix_this_cell_through_the_server(
+    app: JupyterCIServer,
+    model_server: ScriptedModelServer,
+    start_kernel: KernelStarter,
+    tab_factory: TabFactory,
+) -> None:
+    model_server.set_script([Reply.code("ratio = 10 / 2\nprint(ratio)", prose="Divide by 2.")])
+    kernel_id = await start_kernel()
+    tab = tab_factory()
+    tab.open_notebook("a.ipynb", kernel_id)
+    await tab.connect()
+    await tab.run_user_cell("a.ipynb", "ratio = 10 / 0")
+    broken = tab.notebooks["a.ipynb"].cells[-1]
+    assert broken["outputs"][-1]["ename"] == "ZeroDivisionError"
+    reply = await tab.request(
+        start_request("a.ipynb", kernel_id, "Fix this cell.", fix_cell_id=broken["id"])
+    )
+    end = await tab.wait_for_event(finished, reply["run_id"], timeout=60)
+    assert (end["state"], end["reason"]) == ("done", "fixed")
+    assert len(tab.notebooks["a.ipynb"].cells) == 1  # fixed in place
+    assert broken["source"] == "ratio = 10 / 2\nprint(ratio)"
+    assert broken["outputs"][0]["text"] == "5.0\n"
+    assert "ZeroDivisionError" in model_server.chat_requests[0].body["messages"][-1]["content"]
+    messages = [e for e in tab.events(reply["run_id"]) if e["type"] == "message"]
+    assert messages[-1]["text"] == "Divide by 2."
+
+
+async def test_history_and_its_markdown_export_and_clearing(
+    app: JupyterCIServer,
+    model_server: ScriptedModelServer,
+    start_kernel: KernelStarter,
+    tab_factory: TabFactory,
+    jp_fetch: Any,
+) -> None:
+    model_server.set_script([Reply.text("Hello there.")])
+    kernel_id = await start_kernel()
+    tab = tab_factory()
+    tab.open_notebook("a.ipynb", kernel_id)
+    await tab.connect()
+    reply = await tab.request(start_request("a.ipynb", kernel_id, "say hello"))
+    await tab.wait_for_event(finished, reply["run_id"])
+    history = json.loads(
+        (await jp_fetch("jupyter-ci", "conversation", params={"path": "a.ipynb"})).body
+    )
+    said = [(m["role"], m["text"]) for m in history["messages"]]
+    assert [entry for entry in said if entry[0] != "notice"] == [
+        ("user", "say hello"),
+        ("assistant", "Hello there."),
+    ]
+    # Notices (here: the unknown price) are part of the history the panel shows.
+    assert any(role == "notice" and "price" in text for role, text in said)
+    assert history["usage"]["runs"] == 1
+    assert history["usage"]["cost"] is None  # the scripted model's price is unknown
+    exported = await jp_fetch("jupyter-ci", "conversation", "export", params={"path": "a.ipynb"})
+    text = exported.body.decode()
+    assert exported.headers["Content-Type"].startswith("text/markdown")
+    assert "a-jupyter-ci.md" in exported.headers["Content-Disposition"]
+    assert text.startswith("# jupyter-ci conversation: a.ipynb")
+    assert "**You:**\n\nsay hello" in text
+    assert "**jupyter-ci:**\n\nHello there." in text
+    cleared = await jp_fetch(
+        "jupyter-ci", "conversation", params={"path": "a.ipynb"}, method="DELETE"
+    )
+    assert cleared.code == 204
+    after = json.loads(
+        (await jp_fetch("jupyter-ci", "conversation", params={"path": "a.ipynb"})).body
+    )
+    assert after["messages"] == []
