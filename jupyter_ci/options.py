@@ -210,6 +210,15 @@ OPTIONS: tuple[Option, ...] = (
         choices=TOOL_CALLING,
     ),
     Option(
+        "share_outputs",
+        bool,
+        True,
+        "Send cell outputs and data samples (printed values, results, data frame rows, "
+        "variable values, an attached file's rows) to the model. Off: the model still sees code, "
+        "variable names, types and shapes, column names, and the errors of the cells it runs, "
+        "but no output values.",
+    ),
+    Option(
         "allow_pip_install",
         bool,
         False,

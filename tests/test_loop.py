@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -340,3 +341,30 @@ async def test_fix_this_cell_replaces_its_code_and_reruns_it(tmp_path: Path) -> 
     assert re.search(r"<untrusted-data[^>]*the cell to fix", sent)
     assert "KeyError" in sent
     assert sent.rstrip().endswith("Request: Fix this cell.")
+
+
+async def test_share_outputs_off_keeps_values_away_from_the_model(tmp_path: Path) -> None:
+    """Code, names, types and errors reach the model; printed values, results and samples not."""
+    secret = "SECRET-ROW-42"
+    setup = 'token = "SECRET" + "-ROW-" + str(6 * 7)\nprint(token)\ntoken'  # not in the code
+    path = write_notebook(tmp_path / "private.ipynb", [setup])
+    workspace = await KernelWorkspace.open(path)
+    try:
+        await workspace.restore()
+        cells = await workspace.read_cells()
+        await workspace.run_cell(cells[0].id, 30)  # its outputs are in the notebook now
+        script = [
+            Reply.code("print(token)\ntoken[100]"),  # prints the value, then an IndexError
+            Reply.code("print(len(token))"),
+            Reply.text("Done."),
+        ]
+        with ScriptedModelServer(script) as server:
+            outcome = await run_loop(workspace, server, "use token", share_outputs=False)
+            sent = json.dumps([r.body["messages"] for r in server.chat_requests])
+    finally:
+        await workspace.close()
+    assert outcome.ok
+    assert secret not in sent
+    assert "token: str" in sent  # the variable's name and type
+    assert "IndexError" in sent  # errors still go back, so fixes work
+    assert "outputs are not shared with the model" in sent

@@ -8,7 +8,7 @@ then shown in notebook order.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .digest import digest_outputs, head_tail, wrap_untrusted
 from .workspace import Cell, Variable
@@ -30,6 +30,12 @@ class Context:
     cells_shown: int
     cells_omitted: int
     variables_omitted: int
+
+
+def withhold_outputs(cell: Cell) -> Cell:
+    """The cell with only its error outputs (``share_outputs`` off)."""
+    errors = [out for out in cell.outputs if out.get("output_type") == "error"]
+    return replace(cell, outputs=errors)
 
 
 def cells_above(cells: Sequence[Cell], anchor_id: str | None) -> list[Cell]:
@@ -78,17 +84,21 @@ def build_context(
     budget_tokens: int,
     count_tokens: Callable[[str], int],
     nonce: str,
+    share_outputs: bool = True,
 ) -> Context:
     """Fit the notebook view and the variables into ``budget_tokens``.
 
     Variables get up to a quarter of the budget; the notebook view the rest, nearest cells first.
-    Cells tagged ``jupyter-ci-skip`` are never sent.
+    Cells tagged ``jupyter-ci-skip`` are never sent. Without ``share_outputs``, cells keep only
+    their error outputs and variables lose their values (names, types and shapes stay).
     """
     visible = [
-        (number, cell)
+        (number, cell if share_outputs else withhold_outputs(cell))
         for number, cell in enumerate(cells_above(cells, anchor_id), start=1)
         if SKIP_TAG not in (cell.metadata.get("tags") or [])
     ]
+    if not share_outputs:
+        variables = [replace(variable, summary="") for variable in variables]
     variable_lines: list[str] = []
     variable_budget = budget_tokens // 4
     used = 0

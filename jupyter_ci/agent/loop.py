@@ -15,7 +15,7 @@ import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..errors import (
@@ -342,6 +342,7 @@ class AgentRun:
             budget_tokens=budget,
             count_tokens=self.model.count_tokens,
             nonce=self.nonce,
+            share_outputs=self.settings.share_outputs,
         )
         messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
         messages.extend(dict(m) for m in self.request.history)
@@ -394,10 +395,9 @@ class AgentRun:
             budget_tokens=budget,
             count_tokens=self.model.count_tokens,
             nonce=self.nonce,
+            share_outputs=self.settings.share_outputs,
         )
-        digest = digest_outputs(
-            target.outputs, max_chars=DIGEST_CHARS, vision=getattr(self.model, "vision", False)
-        )
+        digest = self._digest(target.outputs)
         shown = f"{target.source}\n# what it printed or raised:\n{digest.text or '(nothing)'}"
         messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
         messages.extend(dict(m) for m in self.request.history)
@@ -504,9 +504,7 @@ class AgentRun:
             execution = await self.workspace.run_cell(cell_id, self.settings.timeout)
         finally:
             self._executing = False
-        digest = digest_outputs(
-            execution.outputs, max_chars=DIGEST_CHARS, vision=getattr(self.model, "vision", False)
-        )
+        digest = self._digest(execution.outputs)
         self.emit(
             "execution_finished",
             cell_id=cell_id,
@@ -516,6 +514,17 @@ class AgentRun:
             duration=execution.duration,
         )
         return execution, digest
+
+    def _digest(self, outputs: list[dict[str, Any]]) -> Digest:
+        """What the model is shown of a cell's outputs (only its errors without share_outputs)."""
+        if not self.settings.share_outputs:
+            errors = [out for out in outputs if out.get("output_type") == "error"]
+            digest = digest_outputs(errors, max_chars=DIGEST_CHARS, vision=False)
+            note = "[outputs are not shared with the model; only errors are shown]"
+            return replace(digest, text=f"{note}\n{digest.text}".rstrip())
+        return digest_outputs(
+            outputs, max_chars=DIGEST_CHARS, vision=getattr(self.model, "vision", False)
+        )
 
     def _raise_if_user_stop(self, execution: Execution) -> None:
         error = execution.error

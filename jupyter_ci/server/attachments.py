@@ -38,16 +38,20 @@ def resolve(root_dir: str | Path, path: str) -> Path:
     return target
 
 
-def describe(root_dir: str | Path, path: str) -> str:
-    """A description of one attached file for the model (never raises: problems are said)."""
+def describe(root_dir: str | Path, path: str, *, samples: bool = True) -> str:
+    """A description of one attached file for the model (never raises: problems are said).
+
+    Without ``samples`` (``share_outputs`` off) a table shows its columns but no rows, and a
+    text file only its name and size.
+    """
     try:
         target = resolve(root_dir, path)
         suffix = target.suffix.lower()
         if suffix in TABLE_SUFFIXES:
-            text = _describe_table(target, path, TABLE_SUFFIXES[suffix])
+            text = _describe_table(target, path, TABLE_SUFFIXES[suffix], samples)
         elif suffix == ".parquet":
-            text = _describe_parquet(target, path)
-        elif suffix in TEXT_SUFFIXES:
+            text = _describe_parquet(target, path, samples)
+        elif suffix in TEXT_SUFFIXES and samples:
             text = _describe_text(target, path)
         else:
             text = f"File: {path} ({_size(target)}); its contents are not shown."
@@ -56,9 +60,9 @@ def describe(root_dir: str | Path, path: str) -> str:
     return text if len(text) <= MAX_CHARS else text[: MAX_CHARS - 20] + "\n[... cut ...]"
 
 
-def describe_all(root_dir: str | Path, paths: list[str]) -> str:
+def describe_all(root_dir: str | Path, paths: list[str], *, samples: bool = True) -> str:
     """Descriptions of several attached files, separated by blank lines."""
-    return "\n\n".join(describe(root_dir, path) for path in paths)
+    return "\n\n".join(describe(root_dir, path, samples=samples) for path in paths)
 
 
 def _size(target: Path) -> str:
@@ -87,7 +91,7 @@ def _line_count(target: Path) -> str:
     return f", {count} lines"
 
 
-def _describe_table(target: Path, path: str, delimiter: str) -> str:
+def _describe_table(target: Path, path: str, delimiter: str, samples: bool) -> str:
     rows = list(csv.reader(io.StringIO(_head(target)), delimiter=delimiter))
     rows = [row for row in rows if row]
     kind = "CSV" if delimiter == "," else "TSV"
@@ -95,13 +99,14 @@ def _describe_table(target: Path, path: str, delimiter: str) -> str:
     if not rows:
         return f"{header}; empty."
     columns = rows[0]
-    sample = rows[1 : 1 + SAMPLE_ROWS]
-    lines = [header, f"Columns ({len(columns)}): {', '.join(columns)}", "First rows:"]
-    lines.extend(delimiter.join(row) for row in sample)
+    lines = [header, f"Columns ({len(columns)}): {', '.join(columns)}"]
+    if samples:
+        lines.append("First rows:")
+        lines.extend(delimiter.join(row) for row in rows[1 : 1 + SAMPLE_ROWS])
     return "\n".join(lines)
 
 
-def _describe_parquet(target: Path, path: str) -> str:
+def _describe_parquet(target: Path, path: str, samples: bool) -> str:
     header = f"File: {path} (Parquet, {_size(target)})"
     try:
         import pyarrow.parquet as pq  # type: ignore[import-not-found, unused-ignore]
@@ -114,7 +119,7 @@ def _describe_parquet(target: Path, path: str) -> str:
         f"{header}, {parquet.metadata.num_rows} rows",
         f"Columns ({len(columns)}): {', '.join(columns)}",
     ]
-    if parquet.metadata.num_row_groups:
+    if samples and parquet.metadata.num_row_groups:
         table = parquet.read_row_group(0).slice(0, SAMPLE_ROWS).to_pylist()
         lines.append("First rows:")
         lines.extend(str(row) for row in table)

@@ -610,7 +610,11 @@ class RunManager:
             anchor_id=anchor if isinstance(anchor, str) else None,
             history=history,
             fix_cell_id=fix if isinstance(fix, str) and fix else None,
-            attachments=describe_all(self.root_dir, attached) if attached else "",
+            attachments=(
+                describe_all(self.root_dir, attached, samples=settings.share_outputs)
+                if attached
+                else ""
+            ),
         )
 
     async def preview(self, client_id: str, request: Mapping[str, Any]) -> dict[str, Any]:
