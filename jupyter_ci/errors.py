@@ -281,3 +281,16 @@ class InternalError(Fatal):
             message,
             hint="This is a bug in jupyter-ci; please report it with the server log.",
         )
+
+
+class CellNotFound(InternalError, KeyError):
+    """No cell has this id in the workspace (the loop only uses ids it was given: a bug)."""
+
+    code = "cell_not_found"
+
+    def __init__(self, cell_id: str, where: str = "the notebook") -> None:
+        super().__init__(f"No cell with id {cell_id!r} in {where}.")
+        self.cell_id = cell_id
+
+    def _fields(self) -> dict[str, Any]:
+        return {"cell_id": self.cell_id}

@@ -19,8 +19,8 @@ import pytest_asyncio
 from jupyter_client.session import Session
 
 from jupyter_ci.agent.workspace import CellStatus, Variable, Workspace
-from jupyter_ci.errors import InternalError, KernelDied
-from jupyter_ci.workspaces.kernel import CellNotFound, KernelWorkspace
+from jupyter_ci.errors import CellNotFound, InternalError, KernelDied
+from jupyter_ci.workspaces.kernel import KernelWorkspace
 from jupyter_ci.workspaces.kernel_exec import (
     DisplayRegistry,
     ExecutionCollector,

@@ -20,10 +20,11 @@ The manager also:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -343,14 +344,7 @@ class RunManager:
                 hint="Wait for it to finish, or stop it first.",
                 run_id=active.run_id,
             )
-        try:
-            settings = self.resolve(request)
-            if not settings.model:
-                raise ConfigError.no_model()
-            model = self.make_model(settings)
-        except JupyterCIError as err:
-            info = err.to_dict()
-            raise RunRefused(str(info["code"]), err.message, hint=err.hint) from None
+        settings, model = self._settings_and_model(request)
         if nonce:
             self._nonces.add(nonce)
         note = ""
@@ -436,34 +430,27 @@ class RunManager:
             return True, ""
         if record is None or not record.cells:
             return True, ""
-        probe_id = f"probe-{uuid.uuid4().hex}"
-        channel = CallChannel(
-            probe_id, notebook_path, lambda message: self.publisher.send(client_id, message)
-        )
-        self._probes[probe_id] = (client_id, channel)
-        workspace = LabWorkspace(channel, call_timeout=30)
         try:
-            sources = {cell.id: cell.source for cell in await workspace.read_cells()}
-            present = [cell for cell in record.cells if cell.cell_id in sources]
-            if not present:
-                return True, ""
-            if not regenerate:
-                count = len(present)
-                return False, (
-                    f"The {count} cell{'s' if count != 1 else ''} this %%ci generated "
-                    f"{'are' if count != 1 else 'is'} still below it: not asking the model "
-                    "again. Use %%ci --regenerate to replace them (cells you edited are kept)."
-                )
-            unedited = [c for c in present if source_hash(sources[c.cell_id]) == c.source_hash]
-            for cell in unedited:
-                await workspace.delete_cell(cell.cell_id)
+            with self._probe(client_id, notebook_path) as workspace:
+                sources = {cell.id: cell.source for cell in await workspace.read_cells()}
+                present = [cell for cell in record.cells if cell.cell_id in sources]
+                if not present:
+                    return True, ""
+                if not regenerate:
+                    count = len(present)
+                    return False, (
+                        f"The {count} cell{'s' if count != 1 else ''} this %%ci generated "
+                        f"{'are' if count != 1 else 'is'} still below it: not asking the model "
+                        "again. Use %%ci --regenerate to replace them (cells you edited are "
+                        "kept)."
+                    )
+                unedited = [c for c in present if source_hash(sources[c.cell_id]) == c.source_hash]
+                for cell in unedited:
+                    await workspace.delete_cell(cell.cell_id)
         except JupyterCIError as err:
             raise RunRefused(
                 "notebook_unavailable", f"Could not read the notebook: {err.message}"
             ) from None
-        finally:
-            channel.close()
-            self._probes.pop(probe_id, None)
         kept = len(present) - len(unedited)
         note = f"Replaced {len(unedited)} generated cell{'s' if len(unedited) != 1 else ''}"
         note += f"; kept {kept} you edited." if kept else "."
@@ -628,34 +615,14 @@ class RunManager:
             raise RunRefused(
                 "kernel_unavailable", "The notebook's kernel is not running on this server."
             )
-        try:
-            settings = self.resolve(request)
-            if not settings.model:
-                raise ConfigError.no_model()
-            model = self.make_model(settings)
-        except JupyterCIError as err:
-            raise RunRefused(str(err.to_dict()["code"]), err.message, hint=err.hint) from None
+        settings, model = self._settings_and_model(request)
         _, history = await self._conversation(str(request["notebook_path"]))
-        probe_id = f"probe-{uuid.uuid4().hex}"
-        channel = CallChannel(
-            probe_id,
-            str(request["notebook_path"]),
-            lambda message: self.publisher.send(client_id, message),
-        )
-        self._probes[probe_id] = (client_id, channel)
         try:
-            agent = AgentRun(
-                self._run_request(request, settings, history),
-                LabWorkspace(channel, call_timeout=30),
-                model,
-                run_id=probe_id,
-            )
-            messages = await agent.opening_messages()
+            with self._probe(client_id, str(request["notebook_path"])) as workspace:
+                agent = AgentRun(self._run_request(request, settings, history), workspace, model)
+                messages = await agent.opening_messages()
         except JupyterCIError as err:
-            raise RunRefused(str(err.to_dict()["code"]), err.message, hint=err.hint) from None
-        finally:
-            channel.close()
-            self._probes.pop(probe_id, None)
+            raise _refusal(err) from None
         shown = [
             {"role": str(m.get("role", "")), "content": _text(m.get("content"))} for m in messages
         ]
@@ -666,6 +633,30 @@ class RunManager:
             "prompt_tokens": tokens,
             "context_tokens": settings.context_tokens,
         }
+
+    def _settings_and_model(self, request: Mapping[str, Any]) -> tuple[Settings, Model]:
+        """A request's settings over the server's, and the model they name (or a refusal)."""
+        try:
+            settings = self.resolve(request)
+            if not settings.model:
+                raise ConfigError.no_model()
+            return settings, self.make_model(settings)
+        except JupyterCIError as err:
+            raise _refusal(err) from None
+
+    @contextlib.contextmanager
+    def _probe(self, client_id: str, notebook_path: str) -> Iterator[LabWorkspace]:
+        """A workspace over the tab's notebook outside any run (re-run checks, previews)."""
+        probe_id = f"probe-{uuid.uuid4().hex}"
+        channel = CallChannel(
+            probe_id, notebook_path, lambda message: self.publisher.send(client_id, message)
+        )
+        self._probes[probe_id] = (client_id, channel)
+        try:
+            yield LabWorkspace(channel, call_timeout=30)
+        finally:
+            channel.close()
+            self._probes.pop(probe_id, None)
 
     async def _conversation(self, notebook_path: str) -> tuple[str | None, list[dict[str, Any]]]:
         if self.store is None:
@@ -826,3 +817,8 @@ def _text(content: Any) -> str:
                 parts.append(f"[{part.get('type', 'part')}]")
         return "\n".join(parts)
     return ""
+
+
+def _refusal(err: JupyterCIError) -> RunRefused:
+    """A refusal saying what ``err`` says, with its code."""
+    return RunRefused(str(err.to_dict()["code"]), err.message, hint=err.hint)

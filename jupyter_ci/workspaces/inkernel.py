@@ -50,7 +50,7 @@ from typing import Any, TypeVar
 from ..agent.loop import AgentRun, RunOutcome, RunRequest
 from ..agent.variables import INSPECT_SOURCE, parse_variables
 from ..agent.workspace import Cell, CellStatus, Execution, Variable
-from ..errors import InternalError, StoppedByUser
+from ..errors import CellNotFound, StoppedByUser
 from ..models.base import Model
 from .inkernel_progress import ProgressView, TextProgress, make_view
 
@@ -64,19 +64,6 @@ HISTORY_CELLS = 200
 STOP_GRACE = 15.0
 #: How often the main thread looks up from the queue (seconds).
 POLL = 0.05
-
-
-class BlockNotFound(InternalError, KeyError):
-    """No virtual cell has this id (the loop only uses ids it was given: a bug)."""
-
-    code = "cell_not_found"
-
-    def __init__(self, cell_id: str) -> None:
-        super().__init__(f"No cell with id {cell_id!r} in this kernel's run.")
-        self.cell_id = cell_id
-
-    def _fields(self) -> dict[str, Any]:
-        return {"cell_id": self.cell_id}
 
 
 # --- the bridge between the loop's thread and the main thread ---------------------------------
@@ -539,7 +526,7 @@ class InKernelWorkspace:
         for index, block in enumerate(self._blocks):
             if block.id == cell_id:
                 return index
-        raise BlockNotFound(cell_id)
+        raise CellNotFound(cell_id, "this kernel's run")
 
 
 def _cell(block: _Block) -> Cell:

@@ -31,7 +31,7 @@ from jupyter_client.manager import AsyncKernelManager
 
 from ..agent.variables import inspection_expression, parse_variables
 from ..agent.workspace import Cell, CellStatus, Execution, Variable
-from ..errors import InternalError, KernelDied
+from ..errors import CellNotFound, InternalError, KernelDied
 from .kernel_exec import DisplayRegistry, ExecutionCollector
 from .notebook_file import (
     load_notebook,
@@ -53,19 +53,6 @@ INTERRUPT_GRACE = 10.0
 END_GRACE = 3.0
 #: Timeout of the silent request that inspects variables (seconds).
 INSPECT_TIMEOUT = 30.0
-
-
-class CellNotFound(InternalError, KeyError):
-    """No cell of the notebook has this id (the loop only uses ids it was given: a bug)."""
-
-    code = "cell_not_found"
-
-    def __init__(self, cell_id: str) -> None:
-        super().__init__(f"No cell with id {cell_id!r} in the notebook.")
-        self.cell_id = cell_id
-
-    def _fields(self) -> dict[str, Any]:
-        return {"cell_id": self.cell_id}
 
 
 def skip_ci_cells(cell: Cell) -> bool:
