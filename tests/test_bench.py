@@ -19,6 +19,7 @@ from jupyter_ci.bench.runner import (
     append_result,
     build_prompt,
     categorize,
+    file_preview,
     notebook_texts,
     read_results,
     run_bench,
@@ -84,6 +85,23 @@ def test_loads_the_dabench_format(tmp_path: Path) -> None:
     prompt = build_prompt(first)
     for part in ("`fares.csv`", "Calculate the mean fare.", "Round to two", "@mean_fare[value]"):
         assert part in prompt
+    # The file's header and first rows: exact column names and how values are written.
+    assert "Its first lines:\nname,fare\nAnn,30.00\nBob,39.30\n\nQuestion:" in prompt
+
+
+def test_file_preview_shows_the_head_of_text_files_only(tmp_path: Path) -> None:
+    table = tmp_path / "t.csv"
+    table.write_bytes(b"\xef\xbb\xbfa,b\r\n1," + b"x" * 300 + b"\r\n2,y\r\n3,z\r\n")
+    assert file_preview(table) == "a,b\n1," + "x" * 197 + "…\n2,y"
+    assert file_preview(table, lines=1) == "a,b"
+    (tmp_path / "short.csv").write_text("only\n")
+    assert file_preview(tmp_path / "short.csv") == "only"
+    (tmp_path / "book.xlsx").write_bytes(b"PK\x03\x04\xff\xfe\x00binary")
+    assert file_preview(tmp_path / "book.xlsx") == ""
+    assert file_preview(tmp_path / "missing.csv") == ""
+    assert file_preview(None) == ""
+    task = Task(1, "q?", "", "@a[x]", "book.xlsx", data_path=tmp_path / "book.xlsx")
+    assert "Its first lines" not in build_prompt(task)
 
 
 def test_malformed_task_directories_say_what_is_wrong(tmp_path: Path) -> None:
@@ -332,6 +350,7 @@ def test_bench_end_to_end_with_the_scripted_model(tmp_path: Path) -> None:
         assert server.script.exhausted
         first_request = server.chat_requests[0].messages[-1]["content"]
     assert "`fares.csv`" in first_request
+    assert "Its first lines:\nname,fare\nAnn,30.00\n" in first_request
     lines = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert [line["id"] for line in lines] == [0, 7]
     mean, count = lines
@@ -354,6 +373,14 @@ def test_bench_end_to_end_with_the_scripted_model(tmp_path: Path) -> None:
     assert (count["attempts"], count["cells"]) == (2, 1)
     assert mean["first_attempt"] == {"answers": {"mean_fare": "34.65"}, "correct": True}
     assert count["first_attempt"] == {"answers": {}, "correct": False}
+    # One prompt size per model call; the conversation grows from call to call.
+    assert (mean["model_calls"], count["model_calls"]) == (2, 3)
+    for line in lines:
+        calls = line["call_prompt_tokens"]
+        assert len(calls) == line["model_calls"]
+        assert sum(calls) == line["prompt_tokens"]
+        assert calls == sorted(calls)
+        assert calls[0] < calls[-1]
     for line in lines:
         notebook = nbformat.read(str(out / line["notebook"]), as_version=4)
         assert len(notebook.cells) == 1

@@ -13,6 +13,7 @@ from jupyter_ci.agent.digest import (
     ImagePart,
     cap_lines,
     collapse_carriage_returns,
+    compact_traceback,
     cut_line,
     digest_error,
     digest_outputs,
@@ -468,14 +469,9 @@ IPYTHON_TRACEBACK = [
 
 def test_error_shows_name_value_then_traceback_without_colours() -> None:
     digest = digest_outputs([error("ZeroDivisionError", "division by zero", IPYTHON_TRACEBACK)])
+    # IPython's rule and header lines and the repeated last line are left out (see below).
     assert digest == Digest(
-        "[error]\n"
-        "ZeroDivisionError: division by zero\n"
-        "---------------------------------------------------------------------------\n"
-        "ZeroDivisionError                         Traceback (most recent call last)\n"
-        "Cell In[2], line 1\n"
-        "----> 1 1 / 0\n"
-        "ZeroDivisionError: division by zero",
+        "[error]\nZeroDivisionError: division by zero\nCell In[2], line 1\n----> 1 1 / 0",
         [],
         False,
     )
@@ -531,20 +527,182 @@ def test_digest_error_for_a_cell_error() -> None:
     assert (text, cut) == ("E: v\n[... 2 lines (52 characters) cut ...]\nc", True)
 
 
+# --- compact IPython tracebacks ------------------------------------------------------------------
+
+SITE = "/home/u/.venv/lib/python3.11/site-packages"
+RULE = f"{RED}---------------------------------------------------------------------------{RESET}"
+
+
+def header(ename: str) -> str:
+    return f"{RED}{ename}{RESET}                                  Traceback (most recent call last)"
+
+
+def cell_frame(number: int, line: int, code: str, where: str = "") -> str:
+    """A frame in a cell as IPython 8-9 colour it: context lines and an arrow."""
+    suffix = f", in {where}" if where else ""
+    return (
+        f"{GREEN}Cell In[{number}], line {line}{RESET}{suffix}\n"
+        f"{GREEN}      {line - 1}{RESET} df = pd.read_csv('data.csv')\n"
+        f"{GREEN}----> {line}{RESET} {code}\n"
+        f"{GREEN}      {line + 1}{RESET} print(total)\n"
+    )
+
+
+def file_frame(path: str, line: int, where: str) -> str:
+    return (
+        f"File {GREEN}{path}:{line}{RESET}, in {where}\n"
+        f"   {line - 1} try:\n-> {line}     return self._engine.get_loc(casted_key)\n"
+    )
+
+
+#: A pandas KeyError as IPython shows it: library frames, then a chained section with the cell.
+PANDAS_KEY_ERROR = [
+    RULE,
+    header("KeyError"),
+    file_frame(f"{SITE}/pandas/core/indexes/base.py", 3816, "Index.get_loc(self, key)"),
+    "File pandas/_libs/index.pyx:172, in pandas._libs.index.IndexEngine.get_loc()\n"
+    "--> 172 'Could not get source, probably due dynamically evaluated source code.'\n",
+    "File pandas/_libs/hashtable_class_helper.pxi:7734, in PyObjectHashTable.get_item()\n"
+    "-> 7734 'Could not get source, probably due dynamically evaluated source code.'\n",
+    f"{RED}KeyError{RESET}: 'fare'",
+    "\nThe above exception was the direct cause of the following exception:\n",
+    RULE,
+    header("KeyError"),
+    cell_frame(3, 7, "total = df['fare'].mean()"),
+    file_frame(f"{SITE}/pandas/core/frame.py", 4330, "DataFrame.__getitem__(self, key)"),
+    file_frame(f"{SITE}/pandas/core/indexes/base.py", 3823, "Index.get_loc(self, key)"),
+    f"{RED}KeyError{RESET}: 'fare'",
+]
+
+
+def test_a_pandas_traceback_keeps_the_cell_line_and_library_locations() -> None:
+    text, cut = digest_error("KeyError", "'fare'", PANDAS_KEY_ERROR)
+    assert (text, cut) == (
+        "KeyError: 'fare'\n"
+        "Cell In[3], line 7\n"
+        "----> 7 total = df['fare'].mean()\n"
+        "File pandas/core/frame.py:4330, in DataFrame.__getitem__(self, key)\n"
+        "File pandas/core/indexes/base.py:3823, in Index.get_loc(self, key)",
+        False,
+    )
+    full = len(strip_ansi("\n".join(PANDAS_KEY_ERROR)))
+    assert len(text) < full / 3
+
+
+def test_long_runs_of_library_frames_are_counted() -> None:
+    frames = [file_frame(f"{SITE}/sklearn/m{i}.py", 10 + i, f"f{i}()") for i in range(5)]
+    traceback = [RULE, header("ValueError"), cell_frame(4, 2, "model.fit(X, y)"), *frames]
+    text, _ = digest_error("ValueError", "Input contains NaN", [*traceback, "ValueError: x"])
+    assert text.split("\n") == [
+        "ValueError: Input contains NaN",
+        "Cell In[4], line 2",
+        "----> 2 model.fit(X, y)",
+        "File sklearn/m0.py:10, in f0()",
+        "[... 3 library frames ...]",
+        "File sklearn/m4.py:14, in f4()",
+        "ValueError: x",  # a last line that differs from the error's own is kept
+    ]
+
+
+def test_frames_in_the_users_own_files_keep_their_arrow_line() -> None:
+    traceback = [
+        RULE,
+        header("ValueError"),
+        cell_frame(2, 2, "load('abc')"),
+        "File /work/project/helpers.py:2, in load(x)\n      1 def load(x):\n"
+        f"{GREEN}----> 2{RESET}     return int(x)\n",
+        "ValueError: invalid literal for int() with base 10: 'abc'",
+    ]
+    text, _ = digest_error("ValueError", "invalid literal for int() with base 10: 'abc'", traceback)
+    assert text.split("\n")[1:] == [
+        "Cell In[2], line 2",
+        "----> 2 load('abc')",
+        "File /work/project/helpers.py:2, in load(x)",
+        "----> 2     return int(x)",
+    ]
+
+
+def test_an_exception_raised_while_handling_another_keeps_both() -> None:
+    traceback = [
+        RULE,
+        header("KeyError"),
+        cell_frame(3, 2, "row = lookup['a']"),
+        "KeyError: 'a'",
+        "\nDuring handling of the above exception, another exception occurred:\n",
+        RULE,
+        header("ValueError"),
+        cell_frame(3, 4, "raise ValueError('no a here')"),
+        "ValueError: no a here",
+    ]
+    text, _ = digest_error("ValueError", "no a here", traceback)
+    assert text.split("\n") == [
+        "ValueError: no a here",
+        "Cell In[3], line 2",
+        "----> 2 row = lookup['a']",
+        "KeyError: 'a'",
+        "During handling of the above exception, another exception occurred:",
+        "Cell In[3], line 4",
+        "----> 4 raise ValueError('no a here')",
+    ]
+
+
+def test_a_library_only_cause_with_another_message_keeps_that_message() -> None:
+    traceback = [
+        RULE,
+        header("OSError"),
+        file_frame(f"{SITE}/pandas/io/common.py", 873, "get_handle(...)"),
+        "FileNotFoundError: [Errno 2] No such file or directory: 'x.csv'",
+        "\nThe above exception was the direct cause of the following exception:\n",
+        RULE,
+        header("OSError"),
+        cell_frame(1, 2, "df = pd.read_csv('x.csv')"),
+        "OSError: could not read x.csv",
+    ]
+    text, _ = digest_error("OSError", "could not read x.csv", traceback)
+    assert text.split("\n") == [
+        "OSError: could not read x.csv",
+        "FileNotFoundError: [Errno 2] No such file or directory: 'x.csv'",
+        "The above exception was the direct cause of the following exception:",
+        "Cell In[1], line 2",
+        "----> 2 df = pd.read_csv('x.csv')",
+    ]
+
+
+def test_recursion_shows_the_repeated_frame_once() -> None:
+    frame = "Cell In[4], line 2, in f(n)\n      1 def f(n):\n----> 2     return f(n+1)\n"
+    traceback = [RULE, header("RecursionError"), cell_frame(4, 3, "f(0)"), *[frame] * 2970]
+    text, cut = digest_error("RecursionError", "maximum recursion depth exceeded", traceback)
+    assert (text, cut) == (
+        "RecursionError: maximum recursion depth exceeded\n"
+        "Cell In[4], line 3\n"
+        "----> 3 f(0)\n"
+        "Cell In[4], line 2, in f(n)\n"
+        "----> 2     return f(n+1)\n"
+        "[... the frame above repeated 2969 more times ...]",
+        False,
+    )
+
+
+def test_syntax_errors_and_plain_tracebacks_are_left_whole() -> None:
+    syntax = "  Cell In[1], line 2\n    print(x\n           ^\nSyntaxError: incomplete input\n"
+    text, _ = digest_error("SyntaxError", "incomplete input", [syntax])
+    assert text == "SyntaxError: incomplete input\n" + syntax.strip("\n")
+    plain = ['Traceback (most recent call last):\n  File "x.py", line 1\nKeyError: 1']
+    assert compact_traceback(plain, "KeyError: 1") == plain
+
+
 # --- the whole budget --------------------------------------------------------------------------
 
 
 def test_total_text_is_capped_and_the_error_keeps_its_share() -> None:
     chatter = "\n".join(f"iteration {i}" for i in range(2000))
-    outputs = [stream(chatter), error("ValueError", "bad value", IPYTHON_TRACEBACK[:2])]
+    outputs = [stream(chatter), error("ZeroDivisionError", "division by zero", IPYTHON_TRACEBACK)]
     digest = digest_outputs(outputs, max_chars=500)
     assert digest.truncated
     assert len(digest.text) <= 500
     assert digest.text.startswith("[stdout]\niteration 0\niteration 1\n")
     assert digest.text.endswith(
-        "[error]\nValueError: bad value\n"
-        "---------------------------------------------------------------------------\n"
-        "ZeroDivisionError                         Traceback (most recent call last)"
+        "[error]\nZeroDivisionError: division by zero\nCell In[2], line 1\n----> 1 1 / 0"
     )
     stdout = digest.text[: digest.text.index("\n[error]")].split("\n")[1:]
     marker = next(line for line in stdout if line.startswith("[... "))

@@ -34,8 +34,13 @@ def test_failed_cell_prompt_exact_text() -> None:
         "ename": "KeyError",
         "evalue": "'petal_len'",
         "traceback": [
+            "\x1b[0;31m-------------------------------------------------------------\x1b[0m",
             "\x1b[0;31mKeyError\x1b[0m  Traceback (most recent call last)",
-            "Cell \x1b[0;32mIn[2], line 2\x1b[0m",
+            "Cell \x1b[0;32mIn[2], line 2\x1b[0m\n      1 import pandas as pd\n"
+            "\x1b[0;32m----> 2\x1b[0m iris['petal_len'].mean()\n",
+            "File \x1b[0;32m~/.venv/lib/python3.11/site-packages/pandas/core/frame.py:4102\x1b[0m,"
+            " in DataFrame.__getitem__(self, key)\n   4101 if is_single_key:\n"
+            "-> 4102     indexer = self.columns.get_loc(key)\n",
             "\x1b[0;31mKeyError\x1b[0m: 'petal_len'",
         ],
     }
@@ -48,9 +53,9 @@ def test_failed_cell_prompt_exact_text() -> None:
         f'<untrusted-data id="{NONCE}" source="kernel output">\n'
         "[error]\n"
         "KeyError: 'petal_len'\n"
-        "KeyError  Traceback (most recent call last)\n"
         "Cell In[2], line 2\n"
-        "KeyError: 'petal_len'\n"
+        "----> 2 iris['petal_len'].mean()\n"
+        "File pandas/core/frame.py:4102, in DataFrame.__getitem__(self, key)\n"
         f'</untrusted-data id="{NONCE}">\n'
         "\n"
         "Reply with the complete corrected code of this cell in one ```python block."
@@ -78,8 +83,11 @@ def test_truncated_output_and_image_in_the_success_prompt() -> None:
     assert "row 499" in text
     assert "[... 460 lines (3601 characters) cut ...]" in text
     assert "[image/png output, 899 B, not shown]\n<Figure size 640x480>" in text
+    # A final reply must carry the result: a small model otherwise answers "The request is now
+    # complete." and the user learns nothing from it.
     assert text.endswith(
-        "If the request is now complete, reply with a short answer in prose and no code block. "
+        "If this completes the request, reply without a code block: state the result in one or "
+        "two sentences, with the values as printed above (never just say that it is done). "
         "Otherwise reply with the code of the next cell."
     )
 

@@ -36,7 +36,7 @@ CAP_REASONS = frozenset({"max_attempts", "max_steps", "budget_exceeded"})
 
 PROMPT = """\
 Answer a question about the data file `{file_name}` (in the current directory).
-
+{preview}
 Question: {question}
 {constraints}
 Answer format: {format}
@@ -45,12 +45,38 @@ Compute the answer with code, then print the final answer line with print(), exa
 format (one @name[value] for each answer, values as the format asks). Then reply with that \
 answer line."""
 
+#: Lines of the data file shown in the request (its header and first rows), and their width.
+PREVIEW_LINES = 3
+PREVIEW_WIDTH = 200
+
+
+def file_preview(path: Path | None, lines: int = PREVIEW_LINES, width: int = PREVIEW_WIDTH) -> str:
+    """The first ``lines`` lines of a text data file, each cut to ``width`` characters.
+
+    A CSV file's header and first rows tell the model the exact column names and how values are
+    written, which it would otherwise guess (``fare`` for ``Fare``). Empty for a missing or
+    binary file.
+    """
+    if path is None or not path.is_file():
+        return ""
+    try:
+        with path.open(encoding="utf-8-sig", newline="") as stream:
+            head = [stream.readline() for _ in range(lines)]
+    except (OSError, UnicodeDecodeError):
+        return ""
+    shown = [line.rstrip("\r\n") for line in head if line]
+    shown = [line if len(line) <= width else line[: width - 1] + "…" for line in shown]
+    return "\n".join(shown)
+
 
 def build_prompt(task: Task) -> str:
-    """The request the agent gets for ``task``: question, constraints and answer format."""
+    """The request the agent gets for ``task``: the data file's first lines, the question,
+    constraints and answer format."""
     constraints = task.constraints.strip()
+    preview = file_preview(task.data_path)
     return PROMPT.format(
         file_name=Path(task.file_name).name,
+        preview=f"Its first lines:\n{preview}\n" if preview else "",
         question=task.question.strip(),
         constraints=f"Constraints: {constraints}\n" if constraints else "",
         format=task.format.strip(),
@@ -165,11 +191,16 @@ async def run_task(task: Task, settings: Settings, out_dir: Path) -> dict[str, A
     cost: float | None = None
     texts: list[str] = []
     first_digest: list[str] = []
+    #: Prompt tokens of each model call (usage events carry the run's running totals).
+    call_prompts: list[int] = []
 
     def on_event(event: dict[str, Any]) -> None:
         # The first execution's outputs: what a one-shot run (one cell, one try) would have.
         if event["type"] == "execution_finished" and not first_digest:
             first_digest.append(str(event.get("digest") or ""))
+        elif event["type"] == "usage":
+            total = int(event["usage"].get("prompt_tokens") or 0)
+            call_prompts.append(total - sum(call_prompts))
 
     with tempfile.TemporaryDirectory(prefix="jupyter-ci-bench-") as tmp:
         work = Path(tmp)
@@ -215,6 +246,8 @@ async def run_task(task: Task, settings: Settings, out_dir: Path) -> dict[str, A
         "cells": cells,
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
+        "model_calls": len(call_prompts),
+        "call_prompt_tokens": call_prompts,
         "tokens_estimated": estimated,
         "cost": cost,
         "seconds": round(time.monotonic() - started, 3),

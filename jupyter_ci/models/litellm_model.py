@@ -119,7 +119,8 @@ class LiteLLMModel:
         tools: Sequence[dict[str, Any]] | None = None,
         on_text: TextCallback | None = None,
     ) -> ModelReply:
-        """Stream one reply; rate limits are retried (bounded) before any text arrived."""
+        """Stream one reply; before any text arrived, rate limits are retried (bounded) and a
+        connection the server reset is retried once."""
         litellm = self._litellm or await import_litellm()
         self._litellm = litellm
         streamed = False
@@ -130,8 +131,16 @@ class LiteLLMModel:
             if on_text is not None:
                 on_text(text)
 
+        reset_retried = False
         for attempt in range(MAX_RATE_LIMIT_RETRIES + 1):
             try:
+                return await self._stream(litellm, messages, tools, relay)
+            except _ConnectionReset:
+                # A kept-alive connection the server had closed (llama.cpp's server does so
+                # after a request it aborted): nothing was sent or received; ask again, once.
+                if reset_retried or streamed:
+                    raise
+                reset_retried = True
                 return await self._stream(litellm, messages, tools, relay)
             except ModelError as err:
                 retryable = err.kind == "rate_limit" and attempt < MAX_RATE_LIMIT_RETRIES
@@ -263,10 +272,33 @@ class LiteLLMModel:
             kind = "connection"
             message = f"The model did not answer in time. {message}"
         elif isinstance(exc, exceptions.APIConnectionError) or "Connection error" in message:
+            if _was_reset(exc):
+                return _ConnectionReset("connection", message.strip(), status=status)
             kind = "connection"
         elif isinstance(exc, exceptions.BadRequestError) and "context" in message.lower():
             kind = "context_overflow"
         return ModelError(kind, message.strip(), status=status, retry_after=retry_after)
+
+
+class _ConnectionReset(ModelError):
+    """The connection was reset or closed by the server before any reply (retried once)."""
+
+
+#: Exceptions (by class name, across the httpx and aiohttp transports) of a dropped connection.
+_RESET_ERRORS = frozenset(
+    {"ConnectionResetError", "BrokenPipeError", "ServerDisconnectedError", "RemoteProtocolError"}
+)
+
+
+def _was_reset(exc: BaseException) -> bool:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if type(current).__name__ in _RESET_ERRORS:
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def _merge_tool_call(calls: dict[int, dict[str, str]], delta: Any) -> None:
