@@ -18,6 +18,7 @@ class FenceStream:
 
     _line: str = ""
     _state: str = "before"  # before → code → after
+    _lines: int = 0
     code: str = field(default="")
 
     @property
@@ -37,9 +38,9 @@ class FenceStream:
     def finish(self) -> str:
         """The end of the reply: return the last unterminated code line, if any."""
         line, self._line = self._line, ""
-        return self._take(line, final=True) if line else ""
+        return self._take(line) if line else ""
 
-    def _take(self, line: str, *, final: bool = False) -> str:
+    def _take(self, line: str) -> str:
         stripped = line.strip()
         if self._state == "before":
             if stripped.startswith(("```", "~~~")) and stripped[3:].strip().lower() in CODE_TAGS:
@@ -49,7 +50,10 @@ class FenceStream:
             if stripped in ("```", "~~~"):
                 self._state = "after"
                 return ""
-            piece = line if final else line + "\n"
+            # Each line after the first brings the newline before it: the cell never ends
+            # with an empty line while the model writes, nor after.
+            piece = ("\n" if self._lines else "") + line
+            self._lines += 1
             self.code += piece
             return piece
         return ""
