@@ -11,7 +11,9 @@ import argparse
 import importlib.util
 import os
 import sys
+import time
 from collections.abc import Mapping
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class, no_var_expand
@@ -36,6 +38,94 @@ NO_LITELLM = (
 HANDED_OFF = "jupyter-ci: handed to JupyterLab; the generated cells appear below this one."
 #: The one line the queue-stopping error shows (DESIGN.md §3, Run All).
 GENERATING_BELOW = "jupyter-ci is generating below; the following cells will run when it is done."
+
+
+#: The one line shown in a cell held back because it was sent before a handoff.
+HELD_BACK = "jupyter-ci: held back; this cell runs when the generation above is done."
+#: Requests of the same tab sent up to this long after a handing-off %%ci belong to its batch.
+BATCH_WINDOW = timedelta(seconds=2)
+#: The hold on a tab's requests ends this long after a handoff at the latest.
+HOLD_LIMIT = 120.0
+
+
+class JupyterCIHeldBack(Exception):
+    """A cell sent with a handing-off ``%%ci`` (Run All) that reached the kernel after it.
+
+    The kernel's own abort covers only the requests it had already received when the
+    ``%%ci`` stopped the queue; on a busy machine a later one arrives after that and would run
+    before the generated cells. The labextension runs it again, in order, when the run is done.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(HELD_BACK)
+
+    def _render_traceback_(self) -> list[str]:
+        return [HELD_BACK]
+
+
+class HoldBatch:
+    """After a handoff, refuse the rest of the same tab's batch (an input transformer).
+
+    A request belongs to the batch when it comes from the same kernel session, was sent (by the
+    browser's clock, as the ``%%ci`` request was) within :data:`BATCH_WINDOW` of the ``%%ci``,
+    and is not run by jupyter-ci itself (``metadata.jupyter_ci_resume``: a generated cell or the
+    batch's continuation). The batch was sent before anything jupyter-ci runs, on the same
+    channel, so the first such request ends the hold, as do the first request of that session
+    sent after the window and :data:`HOLD_LIMIT`.
+    """
+
+    def __init__(self, shell: Any, session: str, sent: datetime) -> None:
+        self.shell = shell
+        self.session = session
+        self.until = sent + BATCH_WINDOW
+        self.expires = time.monotonic() + HOLD_LIMIT
+
+    def install(self) -> None:
+        """Start holding (replacing an earlier hold)."""
+        cleanup = self.shell.input_transformers_cleanup
+        for transformer in [t for t in cleanup if isinstance(t, HoldBatch)]:
+            cleanup.remove(transformer)
+        cleanup.insert(0, self)
+
+    def remove(self) -> None:
+        """Stop holding."""
+        cleanup = self.shell.input_transformers_cleanup
+        if self in cleanup:
+            cleanup.remove(self)
+
+    def __call__(self, lines: list[str]) -> list[str]:
+        if time.monotonic() > self.expires:
+            self.remove()
+            return lines
+        parent = parent_request(self.shell)
+        header = parent.get("header") if isinstance(parent, Mapping) else None
+        content = parent.get("content") if isinstance(parent, Mapping) else None
+        metadata = parent.get("metadata") if isinstance(parent, Mapping) else None
+        if not isinstance(header, Mapping) or header.get("session") != self.session:
+            return lines
+        if isinstance(content, Mapping) and content.get("silent"):
+            return lines
+        if isinstance(metadata, Mapping) and metadata.get("jupyter_ci_resume"):
+            self.remove()
+            return lines
+        sent = _date(header.get("date"))
+        if sent is None or sent > self.until:
+            self.remove()
+            return lines
+        return ["raise __import__('jupyter_ci.magics').magics.JupyterCIHeldBack()\n"]
+
+
+def _date(value: Any) -> datetime | None:
+    """A message header's date as an aware datetime (None if it has none)."""
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    if isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+        return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+    return None
 
 
 class JupyterCIHandoff(Exception):
@@ -209,7 +299,7 @@ class CIMagics(Magics):
             except ValueError as err:
                 print(f"jupyter-ci: {err}")
                 return
-            hand_off(parent, prompt, typed, session, regenerate)
+            hand_off(self.shell, parent, prompt, typed, session, regenerate)
         try:
             settings = self.settings(given)
             if not settings.model:
@@ -249,6 +339,7 @@ def _cell_id(parent: Mapping[str, Any] | None) -> str:
 
 
 def hand_off(
+    shell: Any,
     parent: Mapping[str, Any] | None,
     prompt: str,
     options: Mapping[str, Any],
@@ -258,7 +349,8 @@ def hand_off(
     """Hand the request to the JupyterLab tab that sent it, then stop the execution queue.
 
     Outputs the handoff payload (DESIGN.md §3; the tab whose kernel session sent this request
-    claims it, once) and raises :class:`JupyterCIHandoff`.
+    claims it, once), holds back the rest of the tab's batch (:class:`HoldBatch`) and raises
+    :class:`JupyterCIHandoff`.
     """
     import secrets
 
@@ -280,6 +372,9 @@ def hand_off(
         "kernel_session": str(session or ""),
     }
     display({HANDOFF_MIME: payload, "text/plain": HANDED_OFF}, raw=True)  # type: ignore[no-untyped-call]
+    sent = _date(header.get("date")) if isinstance(header, Mapping) else None
+    if sent is not None and session:
+        HoldBatch(shell, str(session), sent).install()
     raise JupyterCIHandoff()
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Sequence
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import nbformat
@@ -16,6 +17,7 @@ from jupyter_ci import protocol
 from jupyter_ci.magics import (
     GENERATING_BELOW,
     HANDED_OFF,
+    HELD_BACK,
     REVIEW_IN_KERNEL,
     should_hand_off,
 )
@@ -317,6 +319,56 @@ def test_timeout_and_user_interrupt() -> None:
         km.shutdown_kernel(now=True)
 
 
+def test_a_handoff_holds_back_the_rest_of_its_batch() -> None:
+    """Run All: a cell sent with the handing-off %%ci but arriving after it does not run early;
+    the labextension's continuation and anything sent later do."""
+    from jupyter_client.manager import start_new_kernel
+
+    km, kc = start_new_kernel(kernel_name="python3")
+    try:
+        _execute(kc, "%load_ext jupyter_ci\nx = 0")
+        stamp = {**LAB, "jupyter_ci": {"client": kc.session.session}}
+        batch = datetime.now(timezone.utc)
+        handed = _execute(kc, "%%ci make y\n", stamp, sent=batch)
+        assert [m["content"]["ename"] for m in handed if m["msg_type"] == "error"] == [
+            "JupyterCIHandoff"
+        ]
+        # Sent in the same batch (a few ms later), arrived after the handoff: held back.
+        late = _execute(kc, "x = 1", LAB, sent=batch + timedelta(milliseconds=5))
+        [error] = [m for m in late if m["msg_type"] == "error"]
+        assert error["content"]["ename"] == "JupyterCIHeldBack"
+        assert error["content"]["traceback"] == [HELD_BACK]
+        # Another client of the kernel is never held back.
+        other = kc.session.session
+        kc.session.session = "another-client"
+        try:
+            assert _stdout(_execute(kc, "print('other')", sent=batch)) == "other\n"
+        finally:
+            kc.session.session = other
+        # The labextension's continuation of the batch runs, and ends the hold: what the user
+        # runs next runs, however soon.
+        resumed = _execute(
+            kc, "print(x)", {**LAB, "jupyter_ci_resume": True}, sent=batch + timedelta(seconds=1)
+        )
+        assert _stdout(resumed) == "0\n"  # the held-back `x = 1` did not run
+        soon = batch + timedelta(seconds=1.5)
+        assert _stdout(_execute(kc, "print('soon')", LAB, sent=soon)) == "soon\n"
+        # A new handoff holds again; the first request sent after the batch ends that hold.
+        batch = datetime.now(timezone.utc)
+        _execute(kc, "%%ci make y\n", stamp, sent=batch)
+        late = _execute(kc, "x = 2", LAB, sent=batch + timedelta(milliseconds=5))
+        assert [m["content"]["ename"] for m in late if m["msg_type"] == "error"] == [
+            "JupyterCIHeldBack"
+        ]
+        # The first request sent after the batch ends the hold, for good.
+        later = batch + timedelta(seconds=3)
+        assert _stdout(_execute(kc, "print('later')", LAB, sent=later)) == "later\n"
+        assert _stdout(_execute(kc, "print('old')", LAB, sent=batch)) == "old\n"
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
 # --- the progress view: widgets where the frontend renders them, text elsewhere -------------
 
 #: What JupyterLab and Notebook 7 notebooks send (``CodeCell.execute`` from NotebookActions).
@@ -327,8 +379,11 @@ VSCODE = {"cellId": "vscode-notebook-cell:/home/me/analysis.ipynb#W2sZmlsZQ%3D%3
 CONSOLE = {"cellId": "5e1d0c9b-8a7f-4e6d-b5c4-a3b2c1d0e9f8"}
 
 
-def _execute(kc: Any, code: str, metadata: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    """Send an execute request carrying ``metadata``; its iopub messages until idle."""
+def _execute(
+    kc: Any, code: str, metadata: dict[str, Any] | None = None, sent: datetime | None = None
+) -> list[dict[str, Any]]:
+    """Send an execute request carrying ``metadata`` (and, if given, the date it says it was
+    sent); its iopub messages until idle."""
     content = {
         "code": code,
         "silent": False,
@@ -338,6 +393,8 @@ def _execute(kc: Any, code: str, metadata: dict[str, Any] | None = None) -> list
         "stop_on_error": True,
     }
     msg = kc.session.msg("execute_request", content, metadata=metadata or {})
+    if sent is not None:
+        msg["header"]["date"] = sent
     kc.shell_channel.send(msg)
     msg_id = msg["header"]["msg_id"]
     messages = []

@@ -4,17 +4,30 @@ import {
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
 import { ICommandPalette } from '@jupyterlab/apputils';
+import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
+import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
+import { ISettingRegistry } from '@jupyterlab/settingregistry';
 
+import { addAskCommand } from './ask';
+import { NotebookBridge } from './bridge';
+import { CellDecorations } from './cellDecorations';
+import { CIConnection } from './connection';
+import { CommandIDs } from './constants';
+import { HandoffController } from './handoff';
+import { handoffRendererFactory } from './handoffRenderer';
 import { jupyterCIIcon } from './icons';
+import { NotebookIndex } from './notebooks';
 import { JupyterCIPanel, PANEL_ID } from './panel';
+import { addRunIndicator } from './runIndicator';
+import { RunTracker } from './runs';
+import { UserSettings } from './settings';
 import { ServerStatusModel } from './status';
+import { StatusOutputs } from './statusOutput';
+import { statusRendererFactory } from './statusRenderer';
+import { SourceStreamer } from './streaming';
+import { CallTimings } from './timings';
 
-/**
- * The command ids jupyter-ci registers.
- */
-export namespace CommandIDs {
-  export const openPanel = 'jupyter-ci:open-panel';
-}
+export { CommandIDs } from './constants';
 
 /**
  * The category of jupyter-ci commands in the command palette.
@@ -22,12 +35,18 @@ export namespace CommandIDs {
 const PALETTE_CATEGORY = 'jupyter-ci';
 
 /**
+ * The id of the plugin whose settings (labextension/schema/plugin.json) hold
+ * the user's jupyter-ci settings.
+ */
+const SETTINGS_PLUGIN = 'jupyter-ci:plugin';
+
+/**
  * The jupyter-ci side panel and its command.
  *
  * Needs nothing Lab-specific, so it runs in JupyterLab and Notebook 7 alike.
  */
-const plugin: JupyterFrontEndPlugin<void> = {
-  id: 'jupyter-ci:plugin',
+const panelPlugin: JupyterFrontEndPlugin<void> = {
+  id: SETTINGS_PLUGIN,
   description: 'The jupyter-ci side panel.',
   autoStart: true,
   optional: [ICommandPalette, ILayoutRestorer],
@@ -67,4 +86,111 @@ const plugin: JupyterFrontEndPlugin<void> = {
   }
 };
 
-export default plugin;
+/**
+ * The notebook side of jupyter-ci: the websocket to the server, the bridge
+ * that answers its calls, the `%%ci` handoff (stamp, claim, Run All), status
+ * outputs and their renderer, cell decorations, and `jupyter-ci:ask`.
+ *
+ * Works wherever notebooks open (JupyterLab, Notebook 7); on pages without a
+ * notebook tracker only the renderers are registered.
+ */
+const notebookPlugin: JupyterFrontEndPlugin<void> = {
+  id: 'jupyter-ci:notebook',
+  description: 'Runs jupyter-ci requests in notebooks: %%ci and the bridge.',
+  autoStart: true,
+  requires: [IRenderMimeRegistry],
+  optional: [INotebookTracker, ISettingRegistry, ICommandPalette],
+  activate: (
+    app: JupyterFrontEnd,
+    rendermime: IRenderMimeRegistry,
+    tracker: INotebookTracker | null,
+    registry: ISettingRegistry | null,
+    palette: ICommandPalette | null
+  ): void => {
+    const settings = new UserSettings(registry, SETTINGS_PLUGIN);
+    const index = tracker ? new NotebookIndex(tracker) : null;
+    const connection = new CIConnection({
+      notebookPaths: () => index?.openPaths() ?? []
+    });
+    const runs = new RunTracker(connection);
+    rendermime.addFactory(statusRendererFactory(runs));
+    rendermime.addFactory(handoffRendererFactory);
+    if (!index) {
+      return;
+    }
+
+    const streamer = new SourceStreamer(() => settings.streamInterval);
+    const decorations = new CellDecorations(index);
+    const timings = new CallTimings();
+    const statusOutputs = new StatusOutputs(index, runs);
+    new NotebookBridge({
+      connection,
+      index,
+      runs,
+      streamer,
+      decorations,
+      timings
+    });
+    const userOptions = (): Record<string, unknown> => settings.runOptions();
+    new HandoffController({
+      index,
+      connection,
+      runs,
+      statusOutputs,
+      userOptions
+    });
+
+    index.pathsChanged.connect(() => connection.subscribe());
+    connection.notices.connect((_sender, error) => {
+      console.warn(`jupyter-ci server: ${error.message}`);
+    });
+    const onPanel = (panel: NotebookPanel): void => {
+      addRunIndicator(panel, runs);
+      Private.badgeGeneratedCells(panel, decorations);
+    };
+    index.tracker.forEach(onPanel);
+    index.tracker.widgetAdded.connect((_sender, panel) => onPanel(panel));
+
+    addAskCommand(app.commands, { index, connection, runs, userOptions });
+    app.commands.addCommand(CommandIDs.timings, {
+      label: 'jupyter-ci: timings of the latest calls (for benchmarks)',
+      execute: args => {
+        const all = timings.all();
+        if (args['clear'] === true) {
+          timings.clear();
+        }
+        return all;
+      }
+    });
+    if (palette) {
+      palette.addItem({ command: CommandIDs.ask, category: PALETTE_CATEGORY });
+    }
+
+    // Connects in the background: activation never waits for the server.
+    connection.start();
+  }
+};
+
+namespace Private {
+  /**
+   * Badge the generated cells of a notebook once it is loaded, and as its
+   * cells change.
+   */
+  export function badgeGeneratedCells(
+    panel: NotebookPanel,
+    decorations: CellDecorations
+  ): void {
+    let timer = 0;
+    const scan = (): void => {
+      window.clearTimeout(timer);
+      timer = window.setTimeout(() => decorations.scan(panel), 100);
+    };
+    void panel.context.ready.then(() => {
+      decorations.scan(panel);
+      panel.content.model?.cells.changed.connect(scan);
+    });
+    panel.disposed.connect(() => window.clearTimeout(timer));
+  }
+}
+
+export default [panelPlugin, notebookPlugin];

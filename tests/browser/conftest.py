@@ -8,10 +8,16 @@ from typing import Any
 
 import pytest
 
-from .lab import Lab, launch_chromium, screenshot, start_lab
+from jupyter_ci.testing import ScriptedModelServer
+
+from .lab import ARTIFACTS, Lab, launch_chromium, screenshot, start_lab
 
 #: The model name the shared Lab is configured with (no request reaches a model in these tests).
 LAB_MODEL = "openai/scripted-test"
+#: The model of the Lab that talks to the scripted model server.
+SCRIPTED_MODEL = "openai/scripted"
+#: jupyter-ci's key for the scripted model (a placeholder: the scripted server checks none).
+SCRIPTED_KEY = "sk-test-browser-0123456789abcdef"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -69,6 +75,80 @@ def page(chromium: Any, lab: Lab, request: pytest.FixtureRequest) -> Iterator[An
     yield page
     screenshot(page, request.node.name)
     context.close()
+
+
+@pytest.fixture(scope="package")
+def scripted_server() -> Iterator[ScriptedModelServer]:
+    """The scripted OpenAI-compatible model, shared by the browser tests that need a model."""
+    with ScriptedModelServer([]) as server:
+        yield server
+
+
+@pytest.fixture(scope="package")
+def model_lab(
+    tmp_path_factory: pytest.TempPathFactory, scripted_server: ScriptedModelServer
+) -> Iterator[Lab]:
+    """A real ``jupyter lab`` whose jupyter-ci talks to the scripted model.
+
+    The page exposes the app (``window.jupyterapp``) so tests can read notebook models and
+    run commands by id.
+    """
+    base = tmp_path_factory.mktemp("model-lab")
+    with start_lab(
+        base,
+        args=[
+            f"--JupyterCI.model={SCRIPTED_MODEL}",
+            f"--JupyterCI.api_base={scripted_server.base_url}",
+            f"--JupyterCI.db_path={base / 'conversations.sqlite'}",
+            "--LabApp.expose_app_in_browser=True",
+        ],
+        env={"JUPYTER_CI_API_KEY": SCRIPTED_KEY},
+    ) as running:
+        try:
+            yield running
+        finally:
+            ARTIFACTS.mkdir(exist_ok=True)
+            (ARTIFACTS / "model-lab.log").write_text(running.log())
+
+
+@pytest.fixture
+def model(scripted_server: ScriptedModelServer) -> ScriptedModelServer:
+    """The scripted model with an empty script and no recorded requests (each test sets its
+    own)."""
+    scripted_server.reset([])
+    return scripted_server
+
+
+@pytest.fixture
+def model_context(chromium: Any, model_lab: Lab, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """A browser context for the model Lab (tests open one page or two, as two tabs).
+
+    When the test ends each page's screenshot is saved, and the Lab's kernels are shut down
+    (the machine has two cores). Page errors are collected in ``jupyter_ci_errors``.
+    """
+    from .notebooks import shutdown_kernels
+
+    context = chromium.new_context(viewport={"width": 1400, "height": 1000})
+    errors: list[str] = []
+    console: list[str] = []
+
+    def watch(page: Any) -> None:
+        tab = len(context.pages)
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.on(
+            "console", lambda message: console.append(f"tab{tab} {message.type}: {message.text}")
+        )
+
+    context.on("page", watch)
+    context.jupyter_ci_errors = errors
+    yield context
+    for number, page in enumerate(context.pages):
+        suffix = "" if number == 0 else f"-tab{number + 1}"
+        screenshot(page, f"{request.node.name}{suffix}")
+    context.close()
+    # The browser's console, next to the screenshots (for failures seen only in CI).
+    (ARTIFACTS / f"{request.node.name}.console.txt").write_text("\n".join(console) + "\n")
+    shutdown_kernels(model_lab)
 
 
 @pytest.fixture

@@ -1,0 +1,479 @@
+import { CodeCell, ICellModel } from '@jupyterlab/cells';
+import * as nbformat from '@jupyterlab/nbformat';
+import { NotebookPanel } from '@jupyterlab/notebook';
+import { Kernel } from '@jupyterlab/services';
+import { IDisposable } from '@lumino/disposable';
+
+import { CellDecorations } from './cellDecorations';
+import { CIConnection } from './connection';
+import { CallError, evaluateExpression, executeCell } from './execute';
+import { IFoundCell, NotebookIndex } from './notebooks';
+import { capOutputs, MAX_OUTPUT_BYTES } from './outputs';
+import type {
+  Call,
+  CallReply,
+  ICallProgress,
+  ICallResult,
+  ICellInfo,
+  IInsertCellCall,
+  IRunCellCall,
+  RunEvent
+} from './protocol';
+import { RunTracker } from './runs';
+import { SourceStreamer } from './streaming';
+import { CallTimings } from './timings';
+
+/**
+ * A call's result fields (everything but `call_id` and `ok`).
+ */
+type ResultFields = Omit<ICallResult, 'call_id' | 'ok'>;
+
+/**
+ * The notebook bridge: answers the server's calls for the runs this tab owns
+ * (DESIGN.md §2, "the browser is the hands in Lab").
+ *
+ * Notebooks are found by path and cells by id; cells are inserted and edited
+ * through the notebook's shared model, outside the undo history; `run_cell`
+ * runs the cell in the notebook's kernel with its output area attached, says
+ * `started` when the kernel begins it, and answers with the outputs read
+ * from the cell model, capped to fit a message. A call id seen before is
+ * answered with the same result and never done twice: the server resends
+ * unanswered calls after a reconnect.
+ */
+export class NotebookBridge implements IDisposable {
+  constructor(options: NotebookBridge.IOptions) {
+    this._connection = options.connection;
+    this._index = options.index;
+    this._runs = options.runs;
+    this._streamer = options.streamer;
+    this._decorations = options.decorations;
+    this._timings = options.timings;
+    this._connection.calls.connect(this._onCall);
+    this._connection.events.connect(this._onEvent);
+  }
+
+  get isDisposed(): boolean {
+    return this._isDisposed;
+  }
+
+  /**
+   * Whether this tab has answered calls of the run (it owns it).
+   */
+  ownsRun(runId: string): boolean {
+    return this._ownRuns.has(runId);
+  }
+
+  dispose(): void {
+    if (this._isDisposed) {
+      return;
+    }
+    this._isDisposed = true;
+    this._connection.calls.disconnect(this._onCall);
+    this._connection.events.disconnect(this._onEvent);
+  }
+
+  // --- calls ---------------------------------------------------------------
+
+  private readonly _onCall = (_sender: CIConnection, call: Call): void => {
+    this._ownRuns.add(call.run_id);
+    let answer = this._answers.get(call.call_id);
+    if (answer) {
+      // A resend: repeat what we said, never do it twice.
+      const progress = this._progress.get(call.call_id);
+      if (progress) {
+        this._connection.reply(progress);
+      }
+    } else {
+      this._trimAnswers();
+      const created: Private.IAnswer = {
+        reply: this._answer(call),
+        answeredAt: null
+      };
+      answer = created;
+      this._answers.set(call.call_id, created);
+      void created.reply.then(() => {
+        created.answeredAt = Date.now();
+      });
+    }
+    void answer.reply.then(reply => {
+      this._progress.delete(call.call_id);
+      this._connection.reply(reply);
+    });
+  };
+
+  private async _answer(call: Call): Promise<CallReply> {
+    const received = CallTimings.now();
+    const timing = { kernelSeconds: null as number | null };
+    let reply: CallReply;
+    try {
+      const fields = await this._do(call, timing);
+      reply = { call_id: call.call_id, ok: true, ...fields };
+    } catch (error) {
+      reply = {
+        call_id: call.call_id,
+        ok: false,
+        error: Private.errorInfo(error)
+      };
+    }
+    this._timings.add({
+      callId: call.call_id,
+      runId: call.run_id,
+      method: call.method,
+      received,
+      answered: CallTimings.now(),
+      kernelSeconds: timing.kernelSeconds
+    });
+    return reply;
+  }
+
+  private async _do(
+    call: Call,
+    timing: { kernelSeconds: number | null }
+  ): Promise<ResultFields> {
+    const path = call.notebook_path;
+    const panel = this._panel(path);
+    switch (call.method) {
+      case 'read_cells':
+        this._streamer.flushAll();
+        return Private.readCells(panel);
+      case 'insert_cell':
+        return { cell_id: this._insert(panel, call) };
+      case 'append_source': {
+        const found = this._cell(path, call.cell_id);
+        this._streamer.append(found.model, call.text);
+        this._decorations.update(call.cell_id, { streaming: true });
+        return {};
+      }
+      case 'replace_source': {
+        const found = this._cell(path, call.cell_id);
+        this._streamer.discard(found.model);
+        SourceStreamer.replace(found.model, call.source);
+        this._decorations.update(call.cell_id, { streaming: false });
+        return {};
+      }
+      case 'delete_cell': {
+        const found = this._cell(path, call.cell_id);
+        this._streamer.discard(found.model);
+        this._delete(found);
+        this._decorations.forget(call.cell_id);
+        return {};
+      }
+      case 'run_cell':
+        return this._run(call, timing);
+      case 'inspect_variables': {
+        const text = await evaluateExpression(
+          Private.kernelOf(panel),
+          call.expression
+        );
+        return { text };
+      }
+      case 'interrupt':
+        await Private.kernelOf(panel).interrupt();
+        return {};
+      default:
+        throw new CallError(
+          'unknown_method',
+          `This JupyterLab extension does not know the call ${(call as { method: string }).method}; update jupyter-ci.`
+        );
+    }
+  }
+
+  private _insert(panel: NotebookPanel, call: IInsertCellCall): string {
+    const notebook = panel.content.model;
+    if (!notebook) {
+      throw Private.notOpen(call.notebook_path, true);
+    }
+    let index = 0;
+    if (call.after_id !== null) {
+      const after = NotebookIndex.cellIn(panel, call.after_id);
+      if (!after) {
+        throw Private.noCell(call.notebook_path, call.after_id);
+      }
+      index = after.index + 1;
+    }
+    const shared = notebook.sharedModel;
+    let cellId = '';
+    shared.transact(() => {
+      const cell = shared.insertCell(index, {
+        cell_type: 'code',
+        source: call.source,
+        metadata: call.metadata as nbformat.ICodeCellMetadata
+      });
+      cellId = cell.getId();
+    }, false);
+    this._decorations.update(cellId, { streaming: call.source === '' });
+    this._reveal(panel, index, call.after_id);
+    return cellId;
+  }
+
+  private _delete(found: IFoundCell): void {
+    const shared = found.panel.content.model?.sharedModel;
+    if (!shared) {
+      return;
+    }
+    shared.transact(() => shared.deleteCell(found.index), false);
+  }
+
+  private async _run(
+    call: IRunCellCall,
+    timing: { kernelSeconds: number | null }
+  ): Promise<ResultFields> {
+    const path = call.notebook_path;
+    const found = this._cell(path, call.cell_id);
+    this._streamer.flush(found.model);
+    this._decorations.update(call.cell_id, { streaming: false });
+    const cell = this._codeCellWidget(path, found);
+    const panel = found.panel;
+    const execution = await executeCell({
+      cell,
+      sessionContext: panel.sessionContext,
+      isClosed: () => panel.isDisposed && this._index.panel(path) === null,
+      onStarted: startedAt => {
+        const progress: ICallProgress = {
+          call_id: call.call_id,
+          progress: 'started',
+          started_at: startedAt
+        };
+        this._progress.set(call.call_id, progress);
+        this._connection.reply(progress);
+      }
+    });
+    timing.kernelSeconds = execution.kernelSeconds;
+    const capped = capOutputs(execution.outputs);
+    return {
+      status: execution.status,
+      outputs: capped.outputs,
+      truncated: capped.truncated,
+      execution_count: execution.executionCount,
+      started_at: execution.startedAt
+    };
+  }
+
+  // --- lookups ---------------------------------------------------------------
+
+  private _panel(path: string): NotebookPanel {
+    const panel = this._index.panel(path);
+    if (!panel) {
+      throw Private.notOpen(path, this._index.wasOpen(path));
+    }
+    return panel;
+  }
+
+  private _cell(path: string, cellId: string): IFoundCell {
+    const found = this._index.findCell(path, cellId);
+    if (!found) {
+      this._panel(path); // a closed notebook says so, not "no cell"
+      throw Private.noCell(path, cellId);
+    }
+    return found;
+  }
+
+  private _codeCellWidget(path: string, found: IFoundCell): CodeCell {
+    if (found.model.type !== 'code') {
+      throw new CallError(
+        'not_code',
+        `Cell ${found.model.id} is not a code cell.`
+      );
+    }
+    const widgets = this._index.cellWidgets(path, found.model.id);
+    const widget = widgets.find(w => w instanceof CodeCell);
+    if (!(widget instanceof CodeCell)) {
+      throw Private.noCell(path, found.model.id);
+    }
+    return widget;
+  }
+
+  /**
+   * Bring a new cell into view when the user is looking at where it goes.
+   */
+  private _reveal(
+    panel: NotebookPanel,
+    index: number,
+    afterId: string | null
+  ): void {
+    const anchor =
+      afterId === null
+        ? null
+        : panel.content.widgets.find(w => w.model.id === afterId);
+    if (anchor?.inViewport) {
+      void panel.content.scrollToItem(index, 'smart').catch(() => undefined);
+    }
+  }
+
+  // --- events of runs ------------------------------------------------------------
+
+  private readonly _onEvent = (
+    _sender: CIConnection,
+    event: RunEvent
+  ): void => {
+    switch (event.type) {
+      case 'attempt':
+        this._decorations.update(event.cell_id, {
+          attempt: event.attempt,
+          maxAttempts: event.max_attempts
+        });
+        if (this._ownRuns.has(event.run_id)) {
+          this._decorations.recordAttempt(event.cell_id, event.attempt);
+        }
+        break;
+      case 'cell_updated':
+        if (event.attempt > 1) {
+          this._decorations.update(event.cell_id, {
+            diff: event.diff,
+            diffAttempt: event.attempt,
+            streaming: false
+          });
+        }
+        break;
+      case 'finished': {
+        this._streamer.flushAll();
+        for (const cellId of this._runs.get(event.run_id)?.cells ?? []) {
+          this._decorations.update(cellId, { streaming: false });
+        }
+        break;
+      }
+      default:
+        break;
+    }
+  };
+
+  /**
+   * Forget answers the server can no longer ask for again: a run waits 30 s
+   * for its tab to come back, then ends. Answers can be large (outputs), so
+   * they are kept minutes, not forever; unanswered calls are always kept.
+   */
+  private _trimAnswers(): void {
+    const now = Date.now();
+    for (const [callId, answer] of this._answers) {
+      const answered = answer.answeredAt;
+      if (
+        answered !== null &&
+        (now - answered > Private.ANSWER_TTL ||
+          this._answers.size > Private.MAX_ANSWERS)
+      ) {
+        this._answers.delete(callId);
+      }
+    }
+  }
+
+  private readonly _connection: CIConnection;
+  private readonly _index: NotebookIndex;
+  private readonly _runs: RunTracker;
+  private readonly _streamer: SourceStreamer;
+  private readonly _decorations: CellDecorations;
+  private readonly _timings: CallTimings;
+  private readonly _answers = new Map<string, Private.IAnswer>();
+  private readonly _progress = new Map<string, ICallProgress>();
+  private readonly _ownRuns = new Set<string>();
+  private _isDisposed = false;
+}
+
+/**
+ * The namespace for `NotebookBridge` statics.
+ */
+export namespace NotebookBridge {
+  export interface IOptions {
+    connection: CIConnection;
+    index: NotebookIndex;
+    runs: RunTracker;
+    streamer: SourceStreamer;
+    decorations: CellDecorations;
+    timings: CallTimings;
+  }
+}
+
+namespace Private {
+  /**
+   * Answers remembered for resent calls: at most this many, each for at most
+   * `ANSWER_TTL` ms once answered (the server resends within its 30 s grace).
+   */
+  export const MAX_ANSWERS = 500;
+  export const ANSWER_TTL = 5 * 60 * 1000;
+
+  /**
+   * A call's answer, once for all its sends.
+   */
+  export interface IAnswer {
+    reply: Promise<CallReply>;
+    answeredAt: number | null;
+  }
+
+  export function notOpen(path: string, wasOpen: boolean): CallError {
+    return wasOpen
+      ? new CallError('notebook_closed', `The notebook ${path} was closed.`)
+      : new CallError(
+          'notebook_not_open',
+          `The notebook ${path} is not open in this tab.`
+        );
+  }
+
+  export function noCell(path: string, cellId: string): CallError {
+    return new CallError(
+      'cell_not_found',
+      `There is no cell ${cellId} in ${path} (it may have been deleted).`
+    );
+  }
+
+  export function kernelOf(panel: NotebookPanel): Kernel.IKernelConnection {
+    const kernel = panel.sessionContext.session?.kernel;
+    if (!kernel) {
+      throw new CallError('kernel_unavailable', 'The notebook has no kernel.');
+    }
+    if (kernel.status === 'dead') {
+      throw new CallError('kernel_dead', 'The notebook’s kernel is dead.');
+    }
+    return kernel;
+  }
+
+  /**
+   * Every cell of the notebook, outputs capped so the reply fits.
+   */
+  export function readCells(panel: NotebookPanel): ResultFields {
+    const model = panel.content.model;
+    if (!model) {
+      return { cells: [] };
+    }
+    const cells: ICellInfo[] = [];
+    const budget = Math.max(
+      16 * 1024,
+      Math.floor(MAX_OUTPUT_BYTES / Math.max(1, model.cells.length))
+    );
+    let truncated = false;
+    for (let index = 0; index < model.cells.length; index++) {
+      const cell: ICellModel = model.cells.get(index);
+      const json = cell.toJSON();
+      const info: ICellInfo = {
+        id: cell.id,
+        cell_type:
+          cell.type === 'code' || cell.type === 'markdown' ? cell.type : 'raw',
+        source: cell.sharedModel.getSource(),
+        metadata: { ...json.metadata }
+      };
+      if (nbformat.isCode(json)) {
+        const capped = capOutputs(json.outputs, budget);
+        truncated ||= capped.truncated;
+        info.outputs = capped.outputs;
+        info.execution_count = json.execution_count;
+      }
+      cells.push(info);
+    }
+    return { cells, truncated };
+  }
+
+  export function errorInfo(error: unknown): {
+    code: string;
+    message: string;
+    hint?: string;
+  } {
+    if (error instanceof CallError) {
+      return error.hint
+        ? { code: error.code, message: error.message, hint: error.hint }
+        : { code: error.code, message: error.message };
+    }
+    const message = error instanceof Error ? error.message : String(error);
+    return {
+      code: 'internal',
+      message: `jupyter-ci in the browser: ${message}`
+    };
+  }
+}

@@ -1,0 +1,283 @@
+import { ISessionContext } from '@jupyterlab/apputils';
+import { CodeCell } from '@jupyterlab/cells';
+import type * as nbformat from '@jupyterlab/nbformat';
+import { Kernel, KernelMessage } from '@jupyterlab/services';
+import type { JSONObject } from '@lumino/coreutils';
+
+import { METADATA_KEY, RESUME_METADATA_KEY } from './constants';
+import type { CellStatus } from './protocol';
+
+/**
+ * Why a call could not be done, with the protocol's error code
+ * (`notebook_not_open`, `cell_not_found`, `kernel_dead`, ...).
+ */
+export class CallError extends Error {
+  constructor(
+    readonly code: string,
+    message: string,
+    readonly hint?: string
+  ) {
+    super(message);
+    this.name = 'CallError';
+  }
+}
+
+/**
+ * How one of jupyter-ci's executions of a cell went.
+ */
+export interface IExecution {
+  status: CellStatus;
+  /**
+   * The cell's outputs, read from its model once the execution was done.
+   */
+  outputs: nbformat.IOutput[];
+  executionCount: number | null;
+  /**
+   * When the kernel began the cell (its execute_input), epoch seconds.
+   */
+  startedAt: number | null;
+  /**
+   * The kernel's own time for the cell (execute_input to reply), seconds.
+   */
+  kernelSeconds: number | null;
+}
+
+/**
+ * Options of `executeCell`.
+ */
+export interface IExecuteOptions {
+  cell: CodeCell;
+  sessionContext: ISessionContext;
+  /**
+   * Called once, when the kernel begins the cell (epoch seconds).
+   */
+  onStarted: (startedAt: number) => void;
+  /**
+   * Whether the notebook was closed (then the execution is `notebook_closed`).
+   */
+  isClosed: () => boolean;
+}
+
+/**
+ * Run a code cell in the notebook's kernel the way JupyterLab does, with the
+ * cell's output area attached to the execution (widgets, rich display,
+ * `update_display_data` and the execution count behave natively), but with
+ * stdin off and `stop_on_error` off: it is jupyter-ci's request, not the
+ * user's queue.
+ *
+ * @throws {CallError} `kernel_unavailable`, `kernel_dead`, `kernel_restarted`
+ *   or `notebook_closed` when the execution cannot happen or cannot end
+ */
+export async function executeCell(
+  options: IExecuteOptions
+): Promise<IExecution> {
+  const { cell, sessionContext, onStarted, isClosed } = options;
+  const kernel = sessionContext.session?.kernel ?? null;
+  if (!kernel) {
+    throw new CallError(
+      'kernel_unavailable',
+      'The notebook has no kernel.',
+      'Start or select a kernel for the notebook.'
+    );
+  }
+  if (kernel.status === 'dead') {
+    throw new CallError('kernel_dead', 'The notebook’s kernel is dead.');
+  }
+  const model = cell.model;
+  const code = model.sharedModel.getSource();
+  model.sharedModel.transact(() => model.clearExecution(), false);
+  cell.outputHidden = false;
+  if (!code.trim()) {
+    // JupyterLab does not send empty cells to the kernel either.
+    const now = Date.now() / 1000;
+    onStarted(now);
+    return Private.result('ok', cell, null, now, 0);
+  }
+  const watch = Private.watchKernel(kernel, sessionContext);
+  model.executionState = 'running';
+  model.trusted = true;
+  const future = kernel.requestExecute(
+    { code, stop_on_error: false, allow_stdin: false },
+    false,
+    Private.requestMetadata(cell)
+  );
+  let startedAt: number | null = null;
+  future.registerMessageHook(msg => {
+    const type = msg.header.msg_type;
+    const busy =
+      type === 'status' &&
+      (msg.content as { execution_state?: string }).execution_state === 'busy';
+    if (startedAt === null && (type === 'execute_input' || busy)) {
+      startedAt = Private.epochSeconds(msg.header.date);
+      onStarted(startedAt);
+    }
+    return true;
+  });
+  cell.outputArea.future = future;
+  let reply: KernelMessage.IExecuteReplyMsg;
+  try {
+    reply = await future.done;
+  } catch {
+    const error = watch.failure(isClosed());
+    if (!cell.isDisposed) {
+      model.executionState = 'idle';
+    }
+    if (error) {
+      throw error;
+    }
+    // The user ran the cell again over ours: it no longer belongs to the run.
+    return Private.result('aborted', cell, null, startedAt, null);
+  } finally {
+    watch.dispose();
+  }
+  const content = reply.content;
+  const status: CellStatus =
+    content.status === 'ok'
+      ? 'ok'
+      : content.status === 'aborted'
+        ? 'aborted'
+        : 'error';
+  const count =
+    'execution_count' in content && typeof content.execution_count === 'number'
+      ? content.execution_count
+      : null;
+  if (count !== null) {
+    model.executionCount = count;
+  }
+  model.executionState = 'idle';
+  const ended = Private.epochSeconds(reply.header.date);
+  const kernelSeconds =
+    startedAt !== null ? Math.max(0, ended - startedAt) : null;
+  return Private.result(status, cell, count, startedAt, kernelSeconds);
+}
+
+/**
+ * Evaluate `expression` as a user expression of an empty, silent execute
+ * request (no history, no execution count, nothing shown) and return its
+ * `text/plain` value ('' when it raised).
+ */
+export async function evaluateExpression(
+  kernel: Kernel.IKernelConnection,
+  expression: string
+): Promise<string> {
+  const future = kernel.requestExecute(
+    {
+      code: '',
+      silent: true,
+      store_history: false,
+      allow_stdin: false,
+      stop_on_error: false,
+      user_expressions: { value: expression }
+    },
+    true
+  );
+  const reply = await future.done;
+  const content = reply.content;
+  if (content.status !== 'ok') {
+    return '';
+  }
+  const value = content.user_expressions['value'] as
+    { status?: string; data?: Record<string, unknown> } | undefined;
+  const text = value?.status === 'ok' ? value.data?.['text/plain'] : '';
+  return typeof text === 'string' ? text : '';
+}
+
+namespace Private {
+  /**
+   * The execute request's metadata, as `CodeCell.execute` builds it (the
+   * cell's metadata and its id), without a `%%ci` stamp: jupyter-ci's own
+   * executions never hand off, and the kernel never holds them back as part
+   * of a handed-off batch.
+   */
+  export function requestMetadata(cell: CodeCell): JSONObject {
+    const metadata: JSONObject = {
+      ...cell.model.metadata,
+      cellId: cell.model.sharedModel.getId(),
+      [RESUME_METADATA_KEY]: true
+    };
+    const own = metadata[METADATA_KEY];
+    if (own && typeof own === 'object' && !Array.isArray(own)) {
+      const rest = { ...own };
+      delete rest['client'];
+      metadata[METADATA_KEY] = rest;
+    }
+    return metadata;
+  }
+
+  export function result(
+    status: CellStatus,
+    cell: CodeCell,
+    executionCount: number | null,
+    startedAt: number | null,
+    kernelSeconds: number | null
+  ): IExecution {
+    const outputs = cell.isDisposed ? [] : cell.model.outputs.toJSON();
+    return { status, outputs, executionCount, startedAt, kernelSeconds };
+  }
+
+  export function epochSeconds(date: string | undefined): number {
+    const parsed = date ? Date.parse(date) : NaN;
+    return (Number.isNaN(parsed) ? Date.now() : parsed) / 1000;
+  }
+
+  /**
+   * Watches what happens to the kernel during an execution, to say why an
+   * execution ended without a reply.
+   */
+  export function watchKernel(
+    kernel: Kernel.IKernelConnection,
+    sessionContext: ISessionContext
+  ): {
+    failure: (closed: boolean) => CallError | null;
+    dispose: () => void;
+  } {
+    let restarted = false;
+    let dead = false;
+    let replaced = false;
+    const onStatus = (
+      _sender: Kernel.IKernelConnection,
+      status: Kernel.Status
+    ): void => {
+      if (status === 'restarting' || status === 'autorestarting') {
+        restarted = true;
+      } else if (status === 'dead') {
+        dead = true;
+      }
+    };
+    const onKernel = (): void => {
+      replaced = true;
+    };
+    kernel.statusChanged.connect(onStatus);
+    sessionContext.kernelChanged.connect(onKernel);
+    return {
+      failure: (closed: boolean) => {
+        if (closed) {
+          return new CallError(
+            'notebook_closed',
+            'The notebook was closed while its cell ran.'
+          );
+        }
+        if (restarted) {
+          return new CallError(
+            'kernel_restarted',
+            'The kernel restarted while the cell ran.'
+          );
+        }
+        if (dead || kernel.status === 'dead') {
+          return new CallError('kernel_dead', 'The kernel died.');
+        }
+        if (replaced || kernel.isDisposed) {
+          return new CallError(
+            'kernel_unavailable',
+            'The notebook’s kernel was changed or shut down while the cell ran.'
+          );
+        }
+        return null;
+      },
+      dispose: () => {
+        kernel.statusChanged.disconnect(onStatus);
+        sessionContext.kernelChanged.disconnect(onKernel);
+      }
+    };
+  }
+}

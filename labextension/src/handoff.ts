@@ -1,0 +1,483 @@
+import { ISessionContext, Notification } from '@jupyterlab/apputils';
+import { Cell, CodeCell, ICellModel } from '@jupyterlab/cells';
+import { Notebook, NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
+import { PromiseDelegate } from '@lumino/coreutils';
+import { IDisposable } from '@lumino/disposable';
+
+import { CIConnection, RequestRefusedError } from './connection';
+import {
+  HANDOFF_ERROR_NAME,
+  isCICell,
+  METADATA_KEY,
+  RESUME_METADATA_KEY
+} from './constants';
+import { IHandoffSeen, KernelWatcher } from './kernelWatch';
+import { NotebookIndex } from './notebooks';
+import type { IErrorInfo, IHandoff } from './protocol';
+import { PROTOCOL_VERSION } from './protocolConstants';
+import { RunTracker } from './runs';
+import { makeStatus, statusLine } from './statusData';
+import { StatusOutputs } from './statusOutput';
+
+/**
+ * The `%%ci` handoff, browser side (DESIGN.md §3):
+ *
+ * - **Stamp.** Just before JupyterLab sends a `%%ci` cell to the kernel
+ *   (`NotebookActions.executionScheduled`), the cell's metadata gets
+ *   `jupyter_ci.client` = the notebook's kernel connection client id; the
+ *   execute request carries the cell's metadata, and the magic hands off only
+ *   if the stamp equals the request's session. A stamp saved in a file never
+ *   matches a later session.
+ * - **Claim.** Only the kernel connection that sent the request claims its
+ *   handoff output (see `KernelWatcher`); the claim is a `start_run` with the
+ *   handoff's nonce (the server accepts each nonce once). The `%%ci` cell's
+ *   outputs then become one status output that follows the run.
+ * - **Run All.** The magic ends by stopping the kernel's queue; once the run
+ *   is done (or the server answered without a run), the cells that stop
+ *   aborted run, in order. If the run failed or was stopped they do not run,
+ *   and the status output says so. Another `%%ci` among them hands off in
+ *   turn and carries the rest.
+ */
+export class HandoffController implements IDisposable {
+  constructor(options: HandoffController.IOptions) {
+    this._index = options.index;
+    this._connection = options.connection;
+    this._runs = options.runs;
+    this._statusOutputs = options.statusOutputs;
+    this._userOptions = options.userOptions;
+    NotebookActions.executionScheduled.connect(this._onScheduled);
+    this._index.tracker.widgetAdded.connect(this._onPanel);
+    this._index.tracker.forEach(panel => this._watch(panel));
+  }
+
+  get isDisposed(): boolean {
+    return this._isDisposed;
+  }
+
+  /**
+   * Stamp a `%%ci` cell with the client id of the notebook's kernel
+   * connection, outside the undo history.
+   */
+  stamp(panel: NotebookPanel, model: ICellModel): void {
+    const kernel = panel.sessionContext.session?.kernel;
+    if (!kernel || model.type !== 'code') {
+      return;
+    }
+    const stamp = { client: kernel.clientId };
+    model.sharedModel.transact(() => {
+      model.setMetadata(METADATA_KEY, stamp);
+    }, false);
+  }
+
+  dispose(): void {
+    if (this._isDisposed) {
+      return;
+    }
+    this._isDisposed = true;
+    NotebookActions.executionScheduled.disconnect(this._onScheduled);
+    this._index.tracker.widgetAdded.disconnect(this._onPanel);
+    for (const watcher of this._watchers.values()) {
+      watcher.dispose();
+    }
+    this._watchers.clear();
+  }
+
+  // --- stamp -------------------------------------------------------------------
+
+  private readonly _onScheduled = (
+    _sender: unknown,
+    args: { notebook: Notebook; cell: Cell }
+  ): void => {
+    const { notebook, cell } = args;
+    if (
+      cell.model.type !== 'code' ||
+      !isCICell(cell.model.sharedModel.getSource())
+    ) {
+      return;
+    }
+    const panel = this._index.tracker.find(p => p.content === notebook);
+    if (panel) {
+      this.stamp(panel, cell.model);
+    }
+  };
+
+  // --- watching kernels --------------------------------------------------------
+
+  private readonly _onPanel = (
+    _sender: unknown,
+    panel: NotebookPanel
+  ): void => {
+    this._watch(panel);
+  };
+
+  private _watch(panel: NotebookPanel): void {
+    const context = panel.sessionContext;
+    if (this._watchers.has(context)) {
+      return;
+    }
+    const watcher = new KernelWatcher(context);
+    watcher.handoffSeen.connect(this._onHandoff);
+    this._watchers.set(context, watcher);
+    context.disposed.connect(() => {
+      this._watchers.delete(context);
+      watcher.dispose();
+    });
+  }
+
+  private readonly _onHandoff = (
+    watcher: KernelWatcher,
+    seen: IHandoffSeen
+  ): void => {
+    void this._claim(watcher, seen).catch((error: unknown) => {
+      console.error('jupyter-ci: could not claim a %%ci handoff', error);
+    });
+  };
+
+  // --- claim -------------------------------------------------------------------
+
+  private async _claim(
+    watcher: KernelWatcher,
+    seen: IHandoffSeen
+  ): Promise<void> {
+    const handoff = Private.readHandoff(seen.payload);
+    if (!handoff || this._claimed.has(handoff.nonce)) {
+      return;
+    }
+    if (
+      handoff.kernel_session &&
+      handoff.kernel_session !== seen.kernel.clientId
+    ) {
+      return; // another tab's request
+    }
+    this._claimed.add(handoff.nonce);
+    const panel = this._index.tracker.find(
+      p => p.sessionContext === watcher.sessionContext
+    );
+    if (!panel) {
+      return;
+    }
+    const request: Private.IClaim = {
+      watcher,
+      requestId: seen.requestId,
+      path: panel.context.path,
+      cellId: handoff.cell_id
+    };
+    this._statusOutputs.release(request.cellId);
+    if (handoff.version !== PROTOCOL_VERSION) {
+      await watcher.executionDone(seen.requestId);
+      this._statusOutputs.write(
+        request.cellId,
+        makeStatus({
+          state: 'unavailable',
+          error: Private.versionMismatch(handoff)
+        })
+      );
+      return;
+    }
+    const runId = await this._start(request, handoff, seen.kernel.id);
+    if (runId) {
+      await this._follow(request, runId);
+    }
+  }
+
+  /**
+   * Ask the server for a run; show the status in the `%%ci` cell once the
+   * kernel is done with it. Returns the run's id, or null when no run
+   * started (refused, or not needed; the held-back cells are handled).
+   */
+  private async _start(
+    claim: Private.IClaim,
+    handoff: IHandoff,
+    kernelId: string
+  ): Promise<string | null> {
+    const { watcher, requestId, path, cellId } = claim;
+    const request = this._connection.request(
+      {
+        request: 'start_run',
+        notebook_path: path,
+        kernel_id: kernelId,
+        prompt: handoff.prompt,
+        options: handoff.options,
+        anchor_cell_id: cellId,
+        handoff_nonce: handoff.nonce,
+        origin: 'magic',
+        regenerate: handoff.regenerate,
+        session_options: handoff.session_options,
+        user_options: this._userOptions()
+      },
+      { queueTimeout: Private.CONNECT_TIMEOUT }
+    );
+    // The handoff output and the queue-stopping error give way to the status
+    // once the kernel is done with the cell.
+    await watcher.executionDone(requestId);
+    this._statusOutputs.write(cellId, makeStatus({ state: 'starting' }));
+    let reply;
+    try {
+      reply = await request;
+    } catch (error) {
+      this._refused(cellId, path, error);
+      await this._holdBack(claim, 'was not started');
+      return null;
+    }
+    const note = reply.note ?? null;
+    if (!reply.run_id) {
+      this._statusOutputs.write(cellId, makeStatus({ state: 'reused', note }));
+      await this._continue(claim);
+      return null;
+    }
+    this._runs.track(reply.run_id, path, cellId);
+    const state = reply.position ? 'queued' : 'generating';
+    this._statusOutputs.follow(
+      cellId,
+      reply.run_id,
+      makeStatus({ run_id: reply.run_id, state, note })
+    );
+    return reply.run_id;
+  }
+
+  /**
+   * Once the run has ended: run the held-back cells if it is done, else say
+   * they did not run; tell the user if the notebook was closed meanwhile.
+   */
+  private async _follow(claim: Private.IClaim, runId: string): Promise<void> {
+    const view = await this._runs.whenFinished(runId);
+    if (!this._index.findCellAnywhere(claim.cellId)) {
+      const line = statusLine(
+        makeStatus({
+          run_id: runId,
+          state: view.state,
+          reason: view.reason,
+          summary: view.finished?.summary ?? null,
+          error: view.error
+        })
+      );
+      Private.notifyAway(claim.path, line);
+    }
+    if (view.state === 'done') {
+      await this._continue(claim);
+    } else {
+      await this._holdBack(claim, 'did not finish');
+    }
+  }
+
+  private _refused(cellId: string, path: string, error: unknown): void {
+    const info: IErrorInfo =
+      error instanceof RequestRefusedError
+        ? error.error
+        : {
+            code: 'disconnected',
+            message: error instanceof Error ? error.message : String(error),
+            hint:
+              'Is the jupyter-ci server extension enabled (jupyter server extension list)? ' +
+              'Run the %%ci cell again once it is.'
+          };
+    const written = this._statusOutputs.write(
+      cellId,
+      makeStatus({ state: 'refused', reason: info.code, error: info })
+    );
+    if (!written) {
+      Private.notifyAway(path, `jupyter-ci: not started — ${info.message}`);
+    }
+  }
+
+  // --- Run All -------------------------------------------------------------------
+
+  /**
+   * The cells this request held back: those the kernel aborted after the
+   * `%%ci` cell, and those an earlier continuation handed on to it.
+   */
+  private async _heldBack(claim: Private.IClaim): Promise<string[]> {
+    const aborted = await claim.watcher.abortedAfter(claim.requestId);
+    const key = Private.key(claim.path, claim.cellId);
+    const handedOn = (await this._handedOn.get(key)?.promise) ?? [];
+    this._handedOn.delete(key);
+    return [...aborted, ...handedOn.filter(id => !aborted.includes(id))];
+  }
+
+  private async _holdBack(claim: Private.IClaim, why: string): Promise<void> {
+    const cells = await this._heldBack(claim);
+    if (cells.length) {
+      this._statusOutputs.amend(claim.cellId, {
+        continuation: `${Private.count(cells.length)} after this one did not run: the request ${why}.`
+      });
+    }
+  }
+
+  private async _continue(claim: Private.IClaim): Promise<void> {
+    const cells = await this._heldBack(claim);
+    if (!cells.length) {
+      return;
+    }
+    const total = Private.count(cells.length);
+    this._statusOutputs.amend(claim.cellId, {
+      continuation: `running the ${total} after this one that waited for it…`
+    });
+    const outcome = await this._runCells(claim.path, cells);
+    const said: Record<string, string> = {
+      ran: `ran the ${total} after this one that waited for it.`,
+      failed: `ran the cells after this one until one failed (of ${total}).`,
+      handed_on: `ran the cells after this one up to the next %%ci, which runs the rest.`,
+      stopped: `the ${total} after this one did not all run: the notebook or its kernel went away.`
+    };
+    this._statusOutputs.amend(claim.cellId, { continuation: said[outcome] });
+  }
+
+  /**
+   * Run cells in order, as Run All would have: stop at an error; a `%%ci`
+   * that hands off carries the rest with it.
+   */
+  private async _runCells(
+    path: string,
+    cellIds: string[]
+  ): Promise<'ran' | 'failed' | 'handed_on' | 'stopped'> {
+    for (let i = 0; i < cellIds.length; i++) {
+      const found = this._index.findCell(path, cellIds[i]);
+      if (!found || found.model.type !== 'code') {
+        continue; // deleted meanwhile, or no longer code
+      }
+      const widget = this._index
+        .cellWidgets(path, cellIds[i])
+        .find(w => w instanceof CodeCell);
+      if (!(widget instanceof CodeCell)) {
+        continue;
+      }
+      const panel = found.panel;
+      const magic = isCICell(found.model.sharedModel.getSource());
+      const rest = new PromiseDelegate<string[]>();
+      const key = Private.key(path, cellIds[i]);
+      if (magic) {
+        this.stamp(panel, found.model);
+        this._handedOn.set(key, rest);
+      }
+      let status: string;
+      let ename: string | undefined;
+      try {
+        const reply = await CodeCell.execute(widget, panel.sessionContext, {
+          deletedCells: [],
+          recordTiming: panel.content.notebookConfig.recordTiming,
+          // The kernel holds back the rest of a handed-off batch; not this.
+          [RESUME_METADATA_KEY]: true
+        });
+        status = reply?.content.status ?? 'ok';
+        ename =
+          reply && 'ename' in reply.content ? reply.content.ename : undefined;
+      } catch {
+        rest.resolve([]);
+        return 'stopped';
+      }
+      if (magic && status === 'error' && ename === HANDOFF_ERROR_NAME) {
+        rest.resolve(cellIds.slice(i + 1));
+        return 'handed_on';
+      }
+      rest.resolve([]);
+      if (status !== 'ok') {
+        return 'failed';
+      }
+    }
+    return 'ran';
+  }
+
+  private readonly _index: NotebookIndex;
+  private readonly _connection: CIConnection;
+  private readonly _runs: RunTracker;
+  private readonly _statusOutputs: StatusOutputs;
+  private readonly _userOptions: () => Record<string, unknown>;
+  private readonly _watchers = new Map<ISessionContext, KernelWatcher>();
+  private readonly _claimed = new Set<string>();
+  private readonly _handedOn = new Map<string, PromiseDelegate<string[]>>();
+  private _isDisposed = false;
+}
+
+/**
+ * The namespace for `HandoffController` statics.
+ */
+export namespace HandoffController {
+  export interface IOptions {
+    index: NotebookIndex;
+    connection: CIConnection;
+    runs: RunTracker;
+    statusOutputs: StatusOutputs;
+    /**
+     * The user's JupyterLab settings for runs (sent as `user_options`).
+     */
+    userOptions: () => Record<string, unknown>;
+  }
+}
+
+namespace Private {
+  /**
+   * A claimed handoff: where its `%%ci` cell is and which request ran it.
+   */
+  export interface IClaim {
+    watcher: KernelWatcher;
+    requestId: string;
+    path: string;
+    cellId: string;
+  }
+
+  /**
+   * How long a claim waits for the socket to the server (ms).
+   */
+  export const CONNECT_TIMEOUT = 30_000;
+
+  export function key(path: string, cellId: string): string {
+    return `${path}\n${cellId}`;
+  }
+
+  export function count(cells: number): string {
+    return cells === 1 ? '1 cell' : `${cells} cells`;
+  }
+
+  /**
+   * The handoff payload, if it has the fields a claim needs.
+   */
+  export function readHandoff(value: unknown): IHandoff | null {
+    if (typeof value !== 'object' || value === null) {
+      return null;
+    }
+    const data = value as Partial<IHandoff>;
+    if (
+      typeof data.nonce !== 'string' ||
+      typeof data.cell_id !== 'string' ||
+      typeof data.prompt !== 'string'
+    ) {
+      return null;
+    }
+    return {
+      version: data.version as IHandoff['version'],
+      prompt: data.prompt,
+      options: Private.object(data.options),
+      cell_id: data.cell_id,
+      nonce: data.nonce,
+      jupyter_ci_version: String(data.jupyter_ci_version ?? 'unknown'),
+      session_options: Private.object(data.session_options),
+      regenerate: data.regenerate === true,
+      kernel_session: String(data.kernel_session ?? '')
+    };
+  }
+
+  export function object(value: unknown): Record<string, unknown> {
+    return typeof value === 'object' && value !== null && !Array.isArray(value)
+      ? (value as Record<string, unknown>)
+      : {};
+  }
+
+  export function versionMismatch(handoff: IHandoff): IErrorInfo {
+    return {
+      code: 'version_mismatch',
+      message:
+        `The kernel's jupyter-ci (${handoff.jupyter_ci_version}) speaks handoff ` +
+        `version ${String(handoff.version)}; this JupyterLab speaks version ${PROTOCOL_VERSION}.`,
+      hint: 'Install the same jupyter-ci version in the kernel’s environment and in JupyterLab’s.'
+    };
+  }
+
+  /**
+   * Say how a request ended when its notebook is no longer open here.
+   */
+  export function notifyAway(path: string, line: string): void {
+    Notification.warning(`${line} (${path} is no longer open)`, {
+      autoClose: false
+    });
+  }
+}

@@ -1,0 +1,302 @@
+import { ISessionContext } from '@jupyterlab/apputils';
+import { Kernel, KernelMessage } from '@jupyterlab/services';
+import { IDisposable } from '@lumino/disposable';
+import { ISignal, Signal } from '@lumino/signaling';
+
+import { HELD_BACK_ERROR_NAME } from './constants';
+import { HANDOFF_MIME } from './protocolConstants';
+
+/**
+ * A `%%ci` handoff output seen on the kernel connection that sent its
+ * request: this tab claims it.
+ */
+export interface IHandoffSeen {
+  kernel: Kernel.IKernelConnection;
+  /**
+   * The handoff payload, unchecked.
+   */
+  payload: unknown;
+  /**
+   * The msg_id of the `%%ci` cell's execute request.
+   */
+  requestId: string;
+}
+
+/**
+ * How an execute request ended (its reply's status and error name).
+ */
+export interface IReplySeen {
+  status: string;
+  ename: string | null;
+}
+
+/**
+ * Watches a notebook's kernel connection (following kernel changes): the
+ * execute requests it sends, with their cell ids and replies, and the
+ * `%%ci` handoff outputs of requests this connection sent.
+ *
+ * A handoff is claimed only from here, where the message's parent session is
+ * compared with this connection's client id, never from a renderer:
+ * renderers run again whenever a notebook is reopened.
+ */
+export class KernelWatcher implements IDisposable {
+  constructor(sessionContext: ISessionContext) {
+    this._sessionContext = sessionContext;
+    sessionContext.kernelChanged.connect(this._onKernelChanged);
+    this._connect(sessionContext.session?.kernel ?? null);
+  }
+
+  /**
+   * Emitted for each handoff output of a request this connection sent.
+   */
+  get handoffSeen(): ISignal<this, IHandoffSeen> {
+    return this._handoffSeen;
+  }
+
+  /**
+   * The notebook's session context.
+   */
+  get sessionContext(): ISessionContext {
+    return this._sessionContext;
+  }
+
+  get isDisposed(): boolean {
+    return this._isDisposed;
+  }
+
+  /**
+   * Resolves when the execute request `requestId` has its reply and its idle
+   * status, and JupyterLab has put its outputs in the cell.
+   */
+  async executionDone(requestId: string, timeout = 60_000): Promise<void> {
+    const record = this._log.get(requestId);
+    if (!record) {
+      return;
+    }
+    await this._until(() => record.reply !== null && record.idle, timeout);
+    // The kernel connection handles a reply after announcing it: let it.
+    await new Promise<void>(resolve => window.setTimeout(resolve, 0));
+  }
+
+  /**
+   * The reply of execute request `requestId`, once it arrived (null if this
+   * connection did not send it, or no reply came within `timeout`).
+   */
+  async replyOf(
+    requestId: string,
+    timeout = 60_000
+  ): Promise<IReplySeen | null> {
+    const record = this._log.get(requestId);
+    if (!record) {
+      return null;
+    }
+    await this._until(() => record.reply !== null, timeout);
+    return record.reply;
+  }
+
+  /**
+   * The cells (ids, in the order they were sent) whose executions the kernel
+   * aborted because request `requestId` failed: those sent after it and
+   * before its reply arrived, whose replies say `aborted`, up to the first
+   * one that ran. The kernel aborts what it has queued when a cell fails; a
+   * request that reached it later runs (under load, a later `%%ci` may), and
+   * what that one's own failure aborted is its own to hold back.
+   */
+  async abortedAfter(requestId: string, timeout = 30_000): Promise<string[]> {
+    const target = this._log.get(requestId);
+    if (!target) {
+      return [];
+    }
+    await this._until(() => target.reply !== null, timeout);
+    const replied = target.replyOrder ?? Number.POSITIVE_INFINITY;
+    const queued = [...this._log.values()]
+      .filter(
+        record =>
+          record.cellId !== null && // not jupyter-ci's own silent requests
+          record.order > target.order &&
+          record.order < replied
+      )
+      .sort((a, b) => a.order - b.order);
+    await this._until(
+      () => queued.every(record => record.reply !== null),
+      timeout
+    );
+    const held: string[] = [];
+    for (const record of queued) {
+      const heldBack =
+        record.reply?.status === 'error' &&
+        record.reply.ename === HELD_BACK_ERROR_NAME;
+      if (record.reply?.status !== 'aborted' && !heldBack) {
+        break;
+      }
+      held.push(record.cellId as string);
+    }
+    return held;
+  }
+
+  dispose(): void {
+    if (this._isDisposed) {
+      return;
+    }
+    this._isDisposed = true;
+    this._sessionContext.kernelChanged.disconnect(this._onKernelChanged);
+    this._connect(null);
+    this._wake();
+    Signal.clearData(this);
+  }
+
+  private readonly _onKernelChanged = (
+    _sender: ISessionContext,
+    change: { newValue: Kernel.IKernelConnection | null }
+  ): void => {
+    this._connect(change.newValue);
+  };
+
+  private _connect(kernel: Kernel.IKernelConnection | null): void {
+    if (this._kernel) {
+      this._kernel.anyMessage.disconnect(this._onAnyMessage);
+      this._kernel.iopubMessage.disconnect(this._onIOPub);
+    }
+    this._kernel = kernel;
+    if (kernel) {
+      kernel.anyMessage.connect(this._onAnyMessage);
+      kernel.iopubMessage.connect(this._onIOPub);
+    }
+  }
+
+  private readonly _onAnyMessage = (
+    _kernel: Kernel.IKernelConnection,
+    args: Kernel.IAnyMessageArgs
+  ): void => {
+    const msg = args.msg;
+    if (
+      args.direction === 'send' &&
+      msg.header.msg_type === 'execute_request'
+    ) {
+      const cellId = (msg.metadata as { cellId?: unknown }).cellId;
+      this._log.set(msg.header.msg_id, {
+        order: ++this._clock,
+        cellId: typeof cellId === 'string' ? cellId : null,
+        reply: null,
+        replyOrder: null,
+        idle: false
+      });
+      this._trim();
+    } else if (
+      args.direction === 'recv' &&
+      msg.channel === 'shell' &&
+      msg.header.msg_type === 'execute_reply'
+    ) {
+      const record = this._log.get(msg.parent_header.msg_id ?? '');
+      if (record) {
+        const content = msg.content as { status?: string; ename?: string };
+        record.reply = {
+          status: content.status ?? 'error',
+          ename: typeof content.ename === 'string' ? content.ename : null
+        };
+        record.replyOrder = ++this._clock;
+        this._wake();
+      }
+    }
+  };
+
+  private readonly _onIOPub = (
+    kernel: Kernel.IKernelConnection,
+    msg: KernelMessage.IIOPubMessage
+  ): void => {
+    const parent = msg.parent_header as Partial<KernelMessage.IHeader>;
+    if (
+      KernelMessage.isStatusMsg(msg) &&
+      msg.content.execution_state === 'idle'
+    ) {
+      const record = this._log.get(parent.msg_id ?? '');
+      if (record) {
+        record.idle = true;
+        this._wake();
+      }
+      return;
+    }
+    if (
+      KernelMessage.isDisplayDataMsg(msg) &&
+      HANDOFF_MIME in msg.content.data &&
+      parent.session === kernel.clientId &&
+      parent.msg_id
+    ) {
+      this._handoffSeen.emit({
+        kernel,
+        payload: msg.content.data[HANDOFF_MIME],
+        requestId: parent.msg_id
+      });
+    }
+  };
+
+  private _until(condition: () => boolean, timeout: number): Promise<void> {
+    if (condition() || this._isDisposed) {
+      return Promise.resolve();
+    }
+    return new Promise<void>(resolve => {
+      const timer = window.setTimeout(done, timeout);
+      const waiter = (): boolean => {
+        if (condition() || this._isDisposed) {
+          done();
+          return true;
+        }
+        return false;
+      };
+      function done(): void {
+        window.clearTimeout(timer);
+        resolve();
+      }
+      this._waiters.add(waiter);
+      // On timeout the waiter stays until the next wake; harmless.
+    });
+  }
+
+  private _wake(): void {
+    for (const waiter of [...this._waiters]) {
+      if (waiter()) {
+        this._waiters.delete(waiter);
+      }
+    }
+  }
+
+  private _trim(): void {
+    // Old requests are of no use once their replies are long in.
+    while (this._log.size > Private.MAX_REQUESTS) {
+      const oldest = this._log.keys().next().value;
+      if (oldest === undefined) {
+        return;
+      }
+      this._log.delete(oldest);
+    }
+  }
+
+  private readonly _sessionContext: ISessionContext;
+  private _kernel: Kernel.IKernelConnection | null = null;
+  private readonly _log = new Map<string, Private.IRequestRecord>();
+  private _clock = 0;
+  private readonly _waiters = new Set<() => boolean>();
+  private _isDisposed = false;
+  private readonly _handoffSeen = new Signal<this, IHandoffSeen>(this);
+}
+
+namespace Private {
+  /**
+   * Execute requests remembered per kernel connection.
+   */
+  export const MAX_REQUESTS = 2000;
+
+  export interface IRequestRecord {
+    /**
+     * When it was sent, on the watcher's clock (sends and replies count).
+     */
+    order: number;
+    cellId: string | null;
+    reply: IReplySeen | null;
+    /**
+     * When its reply arrived, on the same clock.
+     */
+    replyOrder: number | null;
+    idle: boolean;
+  }
+}

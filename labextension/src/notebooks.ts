@@ -1,0 +1,213 @@
+import { Cell, ICellModel } from '@jupyterlab/cells';
+import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
+import { IDisposable } from '@lumino/disposable';
+import { ISignal, Signal } from '@lumino/signaling';
+
+/**
+ * A cell found by notebook path and cell id.
+ */
+export interface IFoundCell {
+  /**
+   * A panel (view) showing the notebook; its `content.model` holds the cell.
+   */
+  panel: NotebookPanel;
+  /**
+   * The cell's position in the notebook.
+   */
+  index: number;
+  /**
+   * The cell's model (shared by every view of the notebook).
+   */
+  model: ICellModel;
+  /**
+   * The cell's widget in `panel` (null only while the view is being built).
+   */
+  widget: Cell | null;
+}
+
+/**
+ * Finds the tab's notebooks by path and their cells by id.
+ *
+ * Never "the current notebook" nor "the active cell": a run's calls name
+ * both, so switching tabs or opening another notebook mid-run changes
+ * nothing. Also tells when the set of open notebooks changes (for the
+ * server's subscriptions) and remembers which paths were open once (a call
+ * for a notebook closed since fails as `notebook_closed`).
+ */
+export class NotebookIndex implements IDisposable {
+  constructor(tracker: INotebookTracker) {
+    this._tracker = tracker;
+    tracker.widgetAdded.connect(this._onAdded);
+    tracker.forEach(panel => this._watch(panel));
+  }
+
+  /**
+   * The tracker of the app's notebook panels.
+   */
+  get tracker(): INotebookTracker {
+    return this._tracker;
+  }
+
+  /**
+   * Emitted when a notebook opens, closes or is renamed.
+   */
+  get pathsChanged(): ISignal<this, void> {
+    return this._pathsChanged;
+  }
+
+  get isDisposed(): boolean {
+    return this._isDisposed;
+  }
+
+  /**
+   * The paths of the notebooks open in this tab, each once.
+   */
+  openPaths(): string[] {
+    const paths = new Set<string>();
+    this._tracker.forEach(panel => {
+      if (!panel.isDisposed) {
+        paths.add(panel.context.path);
+      }
+    });
+    return [...paths];
+  }
+
+  /**
+   * Whether a notebook at `path` was open in this tab at some point.
+   */
+  wasOpen(path: string): boolean {
+    return this._everOpen.has(path);
+  }
+
+  /**
+   * Every live view of the notebook at `path` whose model is loaded, the
+   * current widget first.
+   */
+  panels(path: string): NotebookPanel[] {
+    const found = this._tracker.filter(
+      panel =>
+        !panel.isDisposed &&
+        panel.context.path === path &&
+        panel.context.isReady &&
+        panel.content.model !== null
+    );
+    const current = this._tracker.currentWidget;
+    return found.sort((a, b) => Number(b === current) - Number(a === current));
+  }
+
+  /**
+   * A view of the notebook at `path`, or null when it is not open.
+   */
+  panel(path: string): NotebookPanel | null {
+    return this.panels(path)[0] ?? null;
+  }
+
+  /**
+   * The cell `cellId` of the notebook at `path`, or null.
+   */
+  findCell(path: string, cellId: string): IFoundCell | null {
+    for (const panel of this.panels(path)) {
+      const found = NotebookIndex.cellIn(panel, cellId);
+      if (found) {
+        return found;
+      }
+    }
+    return null;
+  }
+
+  /**
+   * The cell `cellId` in any open notebook (events name cells, not paths).
+   */
+  findCellAnywhere(cellId: string): IFoundCell | null {
+    for (const path of this.openPaths()) {
+      const found = this.findCell(path, cellId);
+      if (found) {
+        return found;
+      }
+    }
+    return null;
+  }
+
+  /**
+   * The widgets of cell `cellId` in every view of the notebook at `path`.
+   */
+  cellWidgets(path: string, cellId: string): Cell[] {
+    const widgets: Cell[] = [];
+    for (const panel of this.panels(path)) {
+      const widget = panel.content.widgets.find(
+        cell => !cell.isDisposed && cell.model.id === cellId
+      );
+      if (widget) {
+        widgets.push(widget);
+      }
+    }
+    return widgets;
+  }
+
+  dispose(): void {
+    if (this._isDisposed) {
+      return;
+    }
+    this._isDisposed = true;
+    this._tracker.widgetAdded.disconnect(this._onAdded);
+    Signal.clearData(this);
+  }
+
+  private readonly _onAdded = (
+    _sender: INotebookTracker,
+    panel: NotebookPanel
+  ): void => {
+    this._watch(panel);
+  };
+
+  private _watch(panel: NotebookPanel): void {
+    const changed = (): void => {
+      this._everOpen.add(panel.context.path);
+      this._pathsChanged.emit();
+    };
+    this._everOpen.add(panel.context.path);
+    panel.context.pathChanged.connect(changed);
+    void panel.context.ready.then(changed);
+    panel.disposed.connect(() => {
+      panel.context.pathChanged.disconnect(changed);
+      if (!this._isDisposed) {
+        this._pathsChanged.emit();
+      }
+    });
+    this._pathsChanged.emit();
+  }
+
+  private readonly _tracker: INotebookTracker;
+  private readonly _everOpen = new Set<string>();
+  private _isDisposed = false;
+  private readonly _pathsChanged = new Signal<this, void>(this);
+}
+
+/**
+ * The namespace for `NotebookIndex` statics.
+ */
+export namespace NotebookIndex {
+  /**
+   * The cell `cellId` in one notebook view, or null.
+   */
+  export function cellIn(
+    panel: NotebookPanel,
+    cellId: string
+  ): IFoundCell | null {
+    const model = panel.content.model;
+    if (!model) {
+      return null;
+    }
+    const cells = model.cells;
+    for (let index = 0; index < cells.length; index++) {
+      const cell = cells.get(index);
+      if (cell.id === cellId) {
+        const widget =
+          panel.content.widgets.find(w => !w.isDisposed && w.model === cell) ??
+          null;
+        return { panel, index, model: cell, widget };
+      }
+    }
+    return null;
+  }
+}

@@ -1,0 +1,272 @@
+import { IDisposable } from '@lumino/disposable';
+import { ISignal, Signal } from '@lumino/signaling';
+
+import { CIConnection } from './connection';
+import type {
+  IErrorInfo,
+  IFinishedEvent,
+  IRunInfo,
+  IUsage,
+  RunEvent,
+  RunState
+} from './protocol';
+
+/**
+ * What the tab knows of one run, from the server's run list and its events.
+ */
+export interface IRunView {
+  runId: string;
+  notebookPath: string | null;
+  /**
+   * The client id of the tab that started the run, when known.
+   */
+  owner: string | null;
+  /**
+   * The `%%ci` cell (or the panel's anchor) the run answers.
+   */
+  anchorCellId: string | null;
+  state: RunState;
+  reason: string;
+  /**
+   * The try in progress: the cell, its attempt and the run's limit.
+   */
+  attempt: { cellId: string; attempt: number; maxAttempts: number } | null;
+  /**
+   * Generated cells, in the order they were inserted.
+   */
+  cells: string[];
+  usage: IUsage | null;
+  /**
+   * How many pieces of text the model has streamed so far.
+   */
+  tokens: number;
+  /**
+   * The latest notice or answer of the run.
+   */
+  message: string | null;
+  error: IErrorInfo | null;
+  finished: IFinishedEvent | null;
+  /**
+   * 0 while the kernel's active run; 1, 2, ... while queued; null when not
+   * in the server's list (finished, or not known yet).
+   */
+  position: number | null;
+}
+
+/**
+ * Follows every run the tab hears of: the server's run list (all tabs see
+ * it) and the events of runs this tab owns or whose notebook it has open.
+ */
+export class RunTracker implements IDisposable {
+  constructor(connection: CIConnection) {
+    this._connection = connection;
+    connection.events.connect(this._onEvent);
+    connection.runsChanged.connect(this._onRuns);
+    this._onRuns(connection, connection.runs);
+  }
+
+  /**
+   * The tab's connection to the server.
+   */
+  get connection(): CIConnection {
+    return this._connection;
+  }
+
+  /**
+   * Emitted with a run's view whenever it changes (tokens included).
+   */
+  get changed(): ISignal<this, IRunView> {
+    return this._changed;
+  }
+
+  get isDisposed(): boolean {
+    return this._isDisposed;
+  }
+
+  /**
+   * A run's view, or null when the tab has not heard of it.
+   */
+  get(runId: string): IRunView | null {
+    return this._views.get(runId) ?? null;
+  }
+
+  /**
+   * Start following a run this tab just started (its events may already be
+   * in).
+   */
+  track(
+    runId: string,
+    notebookPath: string,
+    anchorCellId: string | null
+  ): IRunView {
+    const view = this._view(runId);
+    view.notebookPath ??= notebookPath;
+    view.anchorCellId ??= anchorCellId;
+    view.owner ??= this._connection.clientId;
+    this._connection.follow(runId);
+    return view;
+  }
+
+  /**
+   * Resolves with the run's view once it has finished (its `finished` event
+   * arrived, live or replayed after a reconnect).
+   */
+  whenFinished(runId: string): Promise<IRunView> {
+    const view = this._views.get(runId);
+    if (view?.finished) {
+      return Promise.resolve(view);
+    }
+    return new Promise<IRunView>(resolve => {
+      const onChanged = (_sender: RunTracker, changed: IRunView): void => {
+        if (changed.runId === runId && changed.finished) {
+          this._changed.disconnect(onChanged);
+          resolve(changed);
+        }
+      };
+      this._changed.connect(onChanged);
+    });
+  }
+
+  /**
+   * The active or queued runs on a notebook started by another tab.
+   */
+  runsElsewhere(notebookPath: string): IRunInfo[] {
+    return this._connection.runs.filter(
+      run =>
+        run.notebook_path === notebookPath &&
+        run.owner !== this._connection.clientId
+    );
+  }
+
+  /**
+   * Whether the server lists the run as active or queued now.
+   */
+  isActive(runId: string): boolean {
+    return this._connection.runs.some(run => run.run_id === runId);
+  }
+
+  dispose(): void {
+    if (this._isDisposed) {
+      return;
+    }
+    this._isDisposed = true;
+    this._connection.events.disconnect(this._onEvent);
+    this._connection.runsChanged.disconnect(this._onRuns);
+    Signal.clearData(this);
+  }
+
+  private _view(runId: string): IRunView {
+    let view = this._views.get(runId);
+    if (!view) {
+      view = {
+        runId,
+        notebookPath: null,
+        owner: null,
+        anchorCellId: null,
+        state: 'queued',
+        reason: '',
+        attempt: null,
+        cells: [],
+        usage: null,
+        tokens: 0,
+        message: null,
+        error: null,
+        finished: null,
+        position: null
+      };
+      this._views.set(runId, view);
+      if (this._views.size > Private.MAX_RUNS) {
+        const oldest = this._views.keys().next().value;
+        if (oldest !== undefined) {
+          this._views.delete(oldest);
+        }
+      }
+    }
+    return view;
+  }
+
+  private readonly _onRuns = (
+    _sender: CIConnection,
+    runs: readonly IRunInfo[]
+  ): void => {
+    const listed = new Set<string>();
+    for (const run of runs) {
+      listed.add(run.run_id);
+      const view = this._view(run.run_id);
+      view.notebookPath = run.notebook_path;
+      view.owner = run.owner;
+      view.anchorCellId = run.anchor_cell_id;
+      view.position = run.position;
+      if (!view.finished) {
+        view.state = run.state;
+      }
+      this._changed.emit(view);
+    }
+    for (const view of this._views.values()) {
+      if (view.position !== null && !listed.has(view.runId)) {
+        view.position = null;
+        this._changed.emit(view);
+      }
+    }
+  };
+
+  private readonly _onEvent = (
+    _sender: CIConnection,
+    event: RunEvent
+  ): void => {
+    const view = this._view(event.run_id);
+    switch (event.type) {
+      case 'state':
+        if (!view.finished) {
+          view.state = event.state;
+          view.reason = event.reason;
+        }
+        break;
+      case 'token':
+        view.tokens += 1;
+        break;
+      case 'cell_inserted':
+        if (!view.cells.includes(event.cell_id)) {
+          view.cells.push(event.cell_id);
+        }
+        break;
+      case 'attempt':
+        view.attempt = {
+          cellId: event.cell_id,
+          attempt: event.attempt,
+          maxAttempts: event.max_attempts
+        };
+        break;
+      case 'message':
+        if (event.role !== 'user') {
+          view.message = event.text;
+        }
+        break;
+      case 'usage':
+        view.usage = event.usage;
+        break;
+      case 'finished':
+        view.finished = event;
+        view.state = event.state;
+        view.reason = event.reason;
+        view.error = event.error;
+        view.usage = event.summary.usage;
+        break;
+      default:
+        break;
+    }
+    this._changed.emit(view);
+  };
+
+  private readonly _connection: CIConnection;
+  private readonly _views = new Map<string, IRunView>();
+  private _isDisposed = false;
+  private readonly _changed = new Signal<this, IRunView>(this);
+}
+
+namespace Private {
+  /**
+   * Runs remembered per page.
+   */
+  export const MAX_RUNS = 200;
+}

@@ -1,0 +1,66 @@
+import { ISettingRegistry } from '@jupyterlab/settingregistry';
+
+/**
+ * The run options a user may set in JupyterLab's settings (the server's
+ * option names; a request's own options and the kernel's `%ci` settings come
+ * first, the server's configuration after).
+ */
+const RUN_OPTIONS = ['mode', 'max_attempts', 'max_steps', 'timeout'] as const;
+
+/**
+ * Milliseconds between two writes of streamed code into a cell, by default.
+ */
+export const DEFAULT_STREAM_INTERVAL = 50;
+
+/**
+ * The user's jupyter-ci settings, read from the settings registry when it
+ * has loaded them (defaults until then; activation never waits for it).
+ */
+export class UserSettings {
+  constructor(registry: ISettingRegistry | null, pluginId: string) {
+    if (registry) {
+      registry
+        .load(pluginId)
+        .then(settings => {
+          this._read(settings);
+          settings.changed.connect(this._read);
+        })
+        .catch((error: unknown) => {
+          console.warn('jupyter-ci: could not load its settings', error);
+        });
+    }
+  }
+
+  /**
+   * Milliseconds between two writes of streamed code into a cell.
+   */
+  get streamInterval(): number {
+    return this._streamInterval;
+  }
+
+  /**
+   * The run options the user set (sent as a request's `user_options`).
+   */
+  runOptions(): Record<string, unknown> {
+    return { ...this._runOptions };
+  }
+
+  private readonly _read = (settings: ISettingRegistry.ISettings): void => {
+    const interval = settings.get('streamInterval').composite;
+    this._streamInterval =
+      typeof interval === 'number' && interval >= 0
+        ? interval
+        : DEFAULT_STREAM_INTERVAL;
+    const options: Record<string, unknown> = {};
+    for (const name of RUN_OPTIONS) {
+      const value = settings.get(name).composite;
+      if (value !== null && value !== undefined) {
+        options[name] = value;
+      }
+    }
+    this._runOptions = options;
+  };
+
+  private _streamInterval = DEFAULT_STREAM_INTERVAL;
+  private _runOptions: Record<string, unknown> = {};
+}
