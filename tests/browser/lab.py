@@ -64,9 +64,13 @@ def free_port() -> int:
 
 @contextmanager
 def start_lab(
-    base_dir: Path, args: list[str] | None = None, env: Mapping[str, str] | None = None
+    base_dir: Path,
+    args: list[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    app: str = "lab",
 ) -> Iterator[Lab]:
-    """Run ``jupyter lab`` in ``base_dir`` until the block ends; wait until it answers."""
+    """Run ``jupyter lab`` (or, with ``app="notebook"``, Notebook 7's ``jupyter notebook``) in
+    ``base_dir`` until the block ends; wait until it answers."""
     root = base_dir / "notebooks"
     root.mkdir(parents=True, exist_ok=True)
     port, token = free_port(), uuid.uuid4().hex
@@ -89,19 +93,25 @@ def start_lab(
         sys.executable,
         "-m",
         "jupyter",
-        "lab",
+        app,
         "--no-browser",
         "--allow-root",
         "--ServerApp.ip=127.0.0.1",
         f"--ServerApp.port={port}",
         "--ServerApp.port_retries=0",
         f"--IdentityProvider.token={token}",
-        "--LabApp.news_url=None",
-        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        *(
+            [
+                "--LabApp.news_url=None",
+                "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+            ]
+            if app == "lab"
+            else []
+        ),
         f"--ServerApp.root_dir={root}",
         *(args or []),
     ]
-    log_path = base_dir / "jupyter-lab.log"
+    log_path = base_dir / f"jupyter-{app}.log"
     with log_path.open("wb") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=environment)
     lab = Lab(f"http://127.0.0.1:{port}/", token, root, log_path, process)
