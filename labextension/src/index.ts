@@ -4,6 +4,7 @@ import {
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
 import { ICommandPalette } from '@jupyterlab/apputils';
+import { IDefaultFileBrowser } from '@jupyterlab/filebrowser';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
@@ -11,17 +12,17 @@ import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { addAskCommand } from './ask';
 import { NotebookBridge } from './bridge';
 import { CellDecorations } from './cellDecorations';
+import { addChatPanel } from './chat/plugin';
+import { PANEL_ID } from './chat/view';
 import { CIConnection } from './connection';
 import { CommandIDs } from './constants';
 import { HandoffController } from './handoff';
 import { handoffRendererFactory } from './handoffRenderer';
 import { jupyterCIIcon } from './icons';
 import { NotebookIndex } from './notebooks';
-import { JupyterCIPanel, PANEL_ID } from './panel';
 import { addRunIndicator } from './runIndicator';
 import { RunTracker } from './runs';
 import { UserSettings } from './settings';
-import { ServerStatusModel } from './status';
 import { StatusOutputs } from './statusOutput';
 import { statusRendererFactory } from './statusRenderer';
 import { SourceStreamer } from './streaming';
@@ -41,37 +42,22 @@ const PALETTE_CATEGORY = 'jupyter-ci';
 const SETTINGS_PLUGIN = 'jupyter-ci:plugin';
 
 /**
- * The jupyter-ci side panel and its command.
- *
- * Needs nothing Lab-specific, so it runs in JupyterLab and Notebook 7 alike.
+ * The command that opens the jupyter-ci side panel; its id names the user's
+ * settings (labextension/schema/plugin.json). The panel itself is the chat
+ * panel, added with the notebook side below.
  */
 const panelPlugin: JupyterFrontEndPlugin<void> = {
   id: SETTINGS_PLUGIN,
-  description: 'The jupyter-ci side panel.',
+  description: 'The command that opens the jupyter-ci side panel.',
   autoStart: true,
-  optional: [ICommandPalette, ILayoutRestorer],
-  activate: (
-    app: JupyterFrontEnd,
-    palette: ICommandPalette | null,
-    restorer: ILayoutRestorer | null
-  ): void => {
-    const model = new ServerStatusModel();
-    const panel = new JupyterCIPanel({ model });
-    panel.disposed.connect(() => {
-      model.dispose();
-    });
-
-    app.shell.add(panel, 'right', { rank: 1000 });
-    if (restorer) {
-      restorer.add(panel, PANEL_ID);
-    }
-
+  optional: [ICommandPalette],
+  activate: (app: JupyterFrontEnd, palette: ICommandPalette | null): void => {
     app.commands.addCommand(CommandIDs.openPanel, {
       label: 'Open jupyter-ci panel',
       caption: 'Show the jupyter-ci side panel',
       icon: args => (args['isPalette'] ? undefined : jupyterCIIcon),
       execute: () => {
-        app.shell.activateById(panel.id);
+        app.shell.activateById(PANEL_ID);
       }
     });
     if (palette) {
@@ -80,9 +66,6 @@ const panelPlugin: JupyterFrontEndPlugin<void> = {
         category: PALETTE_CATEGORY
       });
     }
-
-    // Fetch in the background: activation must not wait for the server.
-    void model.refresh();
   }
 };
 
@@ -99,13 +82,21 @@ const notebookPlugin: JupyterFrontEndPlugin<void> = {
   description: 'Runs jupyter-ci requests in notebooks: %%ci and the bridge.',
   autoStart: true,
   requires: [IRenderMimeRegistry],
-  optional: [INotebookTracker, ISettingRegistry, ICommandPalette],
+  optional: [
+    INotebookTracker,
+    ISettingRegistry,
+    ICommandPalette,
+    ILayoutRestorer,
+    IDefaultFileBrowser
+  ],
   activate: (
     app: JupyterFrontEnd,
     rendermime: IRenderMimeRegistry,
     tracker: INotebookTracker | null,
     registry: ISettingRegistry | null,
-    palette: ICommandPalette | null
+    palette: ICommandPalette | null,
+    restorer: ILayoutRestorer | null,
+    fileBrowser: IDefaultFileBrowser | null
   ): void => {
     const settings = new UserSettings(registry, SETTINGS_PLUGIN);
     const index = tracker ? new NotebookIndex(tracker) : null;
@@ -152,6 +143,18 @@ const notebookPlugin: JupyterFrontEndPlugin<void> = {
     index.tracker.widgetAdded.connect((_sender, panel) => onPanel(panel));
 
     addAskCommand(app.commands, { index, connection, runs, userOptions });
+    addChatPanel(app, {
+      index,
+      connection,
+      runs,
+      rendermime,
+      registry,
+      settingsPluginId: SETTINGS_PLUGIN,
+      restorer,
+      palette,
+      fileBrowser,
+      userOptions
+    });
     app.commands.addCommand(CommandIDs.timings, {
       label: 'jupyter-ci: timings of the latest calls (for benchmarks)',
       execute: args => {

@@ -5,7 +5,14 @@ import { ISettingRegistry } from '@jupyterlab/settingregistry';
  * option names; a request's own options and the kernel's `%ci` settings come
  * first, the server's configuration after).
  */
-const RUN_OPTIONS = ['mode', 'max_attempts', 'max_steps', 'timeout'] as const;
+const RUN_OPTIONS = [
+  'model',
+  'mode',
+  'max_attempts',
+  'max_steps',
+  'timeout',
+  'share_outputs'
+] as const;
 
 /**
  * Milliseconds between two writes of streamed code into a cell, by default.

@@ -1,0 +1,586 @@
+import { Dialog, Notification, showDialog } from '@jupyterlab/apputils';
+import { NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
+import { IDisposable } from '@lumino/disposable';
+import { ISignal, Signal } from '@lumino/signaling';
+
+import { CIConnection } from '../connection';
+import { NotebookIndex } from '../notebooks';
+import type { IPreview, IRunInfo, Mode } from '../protocol';
+import { RunTracker } from '../runs';
+import {
+  IChatStatus,
+  clearConversation,
+  exportConversation,
+  fetchChatStatus
+} from './api';
+import type { Attachment } from './input';
+import { ChatModel } from './model';
+import { IPanelPrefs, PanelPrefs } from './prefs';
+import type { ReviewAnswer } from './review';
+
+/**
+ * What the panel shows besides the conversation.
+ */
+export interface IChatState {
+  /**
+   * The notebook the panel is bound to (the one in focus), or null.
+   */
+  path: string | null;
+  status: IChatStatus | null;
+  statusError: string | null;
+  prefs: IPanelPrefs;
+  attachments: readonly Attachment[];
+  draft: string;
+  /**
+   * The active run on the notebook (any tab, any origin), or null.
+   */
+  activeRun: IRunInfo | null;
+  sending: boolean;
+  preview: IPreview | null;
+  previewing: boolean;
+  /**
+   * Requests sent from this panel, oldest first (for ↑ and ↓).
+   */
+  history: readonly string[];
+}
+
+/**
+ * The chat panel's logic: binds it to the notebook in focus and turns the
+ * user's actions into requests on the tab's connection to the server.
+ */
+export class ChatController implements IDisposable {
+  constructor(options: ChatController.IOptions) {
+    this.index = options.index;
+    this.connection = options.connection;
+    this.runs = options.runs;
+    this.model = new ChatModel(options.connection, options.runs);
+    this.prefs = options.prefs;
+    this._userOptions = options.userOptions;
+    this.index.tracker.currentChanged.connect(this._onCurrent);
+    this.index.pathsChanged.connect(this._onCurrent);
+    this.connection.runsChanged.connect(this._emit);
+    this.model.changed.connect(this._onModel);
+    this.prefs.changed.connect(this._onPrefs);
+    this._state = {
+      path: null,
+      status: null,
+      statusError: null,
+      prefs: this.prefs.prefs,
+      attachments: [],
+      draft: '',
+      activeRun: null,
+      sending: false,
+      preview: null,
+      previewing: false,
+      history: []
+    };
+    this._onCurrent();
+  }
+
+  readonly index: NotebookIndex;
+  readonly connection: CIConnection;
+  readonly runs: RunTracker;
+  readonly model: ChatModel;
+  readonly prefs: PanelPrefs;
+
+  /**
+   * Emitted whenever something the panel shows changes.
+   */
+  get changed(): ISignal<this, void> {
+    return this._changed;
+  }
+
+  /**
+   * The panel's state (a new object after each change).
+   */
+  get state(): IChatState {
+    return this._state;
+  }
+
+  get isDisposed(): boolean {
+    return this._isDisposed;
+  }
+
+  /**
+   * The notebook panel the chat is bound to.
+   */
+  get notebook(): NotebookPanel | null {
+    const path = this._state.path;
+    return path ? this.index.panel(path) : null;
+  }
+
+  /**
+   * Ask the server for its status (models, setup).
+   */
+  async refreshStatus(): Promise<void> {
+    this._update({ statusError: null });
+    try {
+      const status = await fetchChatStatus();
+      this._update({ status, statusError: null });
+    } catch (error) {
+      this._update({
+        status: null,
+        statusError: error instanceof Error ? error.message : String(error)
+      });
+    }
+  }
+
+  setDraft(draft: string): void {
+    const path = this._state.path;
+    if (path) {
+      this._drafts.set(path, draft);
+    }
+    this._update({ draft });
+  }
+
+  /**
+   * Send a request from the panel (with the attachments) to the bound
+   * notebook.
+   */
+  async send(text: string, fixCellId: string | null = null): Promise<void> {
+    const panel = this.notebook;
+    const path = this._state.path;
+    if (!panel || !path) {
+      return;
+    }
+    this._update({
+      sending: true,
+      history: [...this._state.history, text],
+      draft: '',
+      preview: null
+    });
+    this._drafts.set(path, '');
+    try {
+      const request = await this._request(panel, text, fixCellId);
+      if (!request) {
+        this.model.addNotice(path, 'The notebook has no kernel to run in.');
+        return;
+      }
+      const prompt = request.prompt;
+      try {
+        const reply = await this.connection.request(
+          {
+            request: 'start_run',
+            ...request,
+            handoff_nonce: null,
+            origin: 'panel'
+          },
+          { queueTimeout: 30_000 }
+        );
+        const runId = reply.run_id ?? null;
+        this.model.addRequest(path, prompt, runId);
+        if (runId) {
+          this.runs.track(runId, path, request.anchor_cell_id);
+        } else if (reply.note) {
+          this.model.addNotice(path, reply.note);
+        }
+        this._attachments.set(path, []);
+        this._update({ attachments: [] });
+      } catch (error) {
+        this.model.addRequest(path, prompt, null);
+        this.model.addNotice(
+          path,
+          `Not started: ${error instanceof Error ? error.message : String(error)}`
+        );
+      }
+    } finally {
+      this._update({ sending: false });
+    }
+  }
+
+  /**
+   * Stop the notebook's active run (the server aborts the model's stream and
+   * interrupts the kernel).
+   */
+  async stop(): Promise<void> {
+    const run = this._state.activeRun;
+    if (!run) {
+      return;
+    }
+    try {
+      await this.connection.request({
+        request: 'stop_run',
+        run_id: run.run_id
+      });
+    } catch (error) {
+      Notification.error(
+        `jupyter-ci could not stop the run: ${error instanceof Error ? error.message : String(error)}`
+      );
+    }
+  }
+
+  /**
+   * Answer a cell waiting for review.
+   */
+  async review(
+    runId: string,
+    cellId: string,
+    answer: ReviewAnswer
+  ): Promise<void> {
+    try {
+      await this.connection.request({
+        request: 'review',
+        run_id: runId,
+        cell_id: cellId,
+        decision: answer.decision,
+        source: answer.decision === 'run' ? answer.source : null
+      });
+    } catch (error) {
+      const path = this._state.path;
+      if (path) {
+        this.model.addNotice(
+          path,
+          `Review not sent: ${error instanceof Error ? error.message : String(error)}`
+        );
+      }
+    }
+  }
+
+  /**
+   * Show what the next request (the draft) would send to the model.
+   */
+  async showPreview(): Promise<void> {
+    const panel = this.notebook;
+    const path = this._state.path;
+    if (!panel || !path) {
+      return;
+    }
+    this._update({ previewing: true });
+    try {
+      const request = await this._request(
+        panel,
+        this._state.draft.trim() || '(your next request)',
+        null
+      );
+      if (!request) {
+        this.model.addNotice(path, 'The notebook has no kernel to run in.');
+        return;
+      }
+      const reply = await this.connection.request(
+        { request: 'preview', ...request },
+        { queueTimeout: 30_000 }
+      );
+      this._update({ preview: reply.preview ?? null });
+    } catch (error) {
+      this.model.addNotice(
+        path,
+        `No preview: ${error instanceof Error ? error.message : String(error)}`
+      );
+    } finally {
+      this._update({ previewing: false });
+    }
+  }
+
+  closePreview(): void {
+    this._update({ preview: null });
+  }
+
+  /**
+   * Attach the notebook's selected cells (their code goes with the request).
+   */
+  attachSelectedCells(): void {
+    const panel = this.notebook;
+    const path = this._state.path;
+    if (!panel || !path) {
+      return;
+    }
+    const notebook = panel.content;
+    const added: Attachment[] = [];
+    notebook.widgets.forEach((cell, index) => {
+      if (notebook.isSelectedOrActive(cell)) {
+        added.push({
+          kind: 'cell',
+          cellId: cell.model.id,
+          label: `cell [${index + 1}]`,
+          source: cell.model.sharedModel.getSource()
+        });
+      }
+    });
+    this._attach(path, added);
+  }
+
+  /**
+   * Attach files by their paths under the server's root (the server adds a
+   * table's schema and first rows).
+   */
+  attachFiles(paths: string[]): void {
+    const path = this._state.path;
+    if (!path) {
+      return;
+    }
+    this._attach(
+      path,
+      paths.map(file => ({ kind: 'file', path: file }))
+    );
+  }
+
+  removeAttachment(attachment: Attachment): void {
+    const path = this._state.path;
+    if (!path) {
+      return;
+    }
+    const kept = this._state.attachments.filter(item => item !== attachment);
+    this._attachments.set(path, kept);
+    this._update({ attachments: kept });
+  }
+
+  /**
+   * Clear the notebook's conversation, after the user confirms.
+   */
+  async clear(): Promise<void> {
+    const path = this._state.path;
+    if (!path) {
+      return;
+    }
+    const result = await showDialog({
+      title: 'Clear the conversation?',
+      body: `Forget everything said about ${path} with jupyter-ci? The notebook's cells stay as they are.`,
+      buttons: [
+        Dialog.cancelButton(),
+        Dialog.warnButton({
+          label: 'Clear',
+          ariaLabel: 'Clear the conversation'
+        })
+      ]
+    });
+    if (!result.button.accept) {
+      return;
+    }
+    try {
+      await clearConversation(path);
+      this.model.cleared(path);
+    } catch (error) {
+      Notification.error(
+        `jupyter-ci could not clear the conversation: ${error instanceof Error ? error.message : String(error)}`
+      );
+    }
+  }
+
+  /**
+   * Download the notebook's conversation as a Markdown file.
+   */
+  async exportMarkdown(): Promise<void> {
+    const path = this._state.path;
+    if (!path) {
+      return;
+    }
+    try {
+      const text = await exportConversation(path);
+      const name = (path.split('/').pop() ?? 'conversation').replace(
+        /\.[^.]*$/,
+        ''
+      );
+      const url = URL.createObjectURL(
+        new Blob([text], { type: 'text/markdown' })
+      );
+      const link = document.createElement('a');
+      link.href = url;
+      link.download = `${name || 'conversation'}-jupyter-ci.md`;
+      document.body.appendChild(link);
+      link.click();
+      link.remove();
+      window.setTimeout(() => URL.revokeObjectURL(url), 10_000);
+    } catch (error) {
+      Notification.error(
+        `jupyter-ci could not export the conversation: ${error instanceof Error ? error.message : String(error)}`
+      );
+    }
+  }
+
+  /**
+   * Insert code as a new cell below the bound notebook's active cell.
+   */
+  insertBelow(code: string): void {
+    const panel = this.notebook;
+    if (!panel) {
+      return;
+    }
+    NotebookActions.insertBelow(panel.content);
+    panel.content.activeCell?.model.sharedModel.setSource(code);
+  }
+
+  /**
+   * Scroll the bound notebook to a cell and select it.
+   */
+  showCell(cellId: string): void {
+    const path = this._state.path;
+    if (!path) {
+      return;
+    }
+    const found = this.index.findCell(path, cellId);
+    if (!found) {
+      return;
+    }
+    const notebook = found.panel.content;
+    notebook.activeCellIndex = found.index;
+    const widget = notebook.widgets[found.index];
+    if (widget) {
+      void notebook.scrollToCell(widget);
+    }
+  }
+
+  setMode(mode: Mode | null): void {
+    this.prefs.set('mode', mode);
+  }
+
+  setModel(model: string | null): void {
+    this.prefs.set('model', model);
+  }
+
+  setShareOutputs(share: boolean): void {
+    this.prefs.set('shareOutputs', share);
+  }
+
+  dispose(): void {
+    if (this._isDisposed) {
+      return;
+    }
+    this._isDisposed = true;
+    this.index.tracker.currentChanged.disconnect(this._onCurrent);
+    this.index.pathsChanged.disconnect(this._onCurrent);
+    this.connection.runsChanged.disconnect(this._emit);
+    this.model.dispose();
+    Signal.clearData(this);
+  }
+
+  private async _request(
+    panel: NotebookPanel,
+    text: string,
+    fixCellId: string | null
+  ): Promise<ChatController.IRequestFields | null> {
+    await panel.sessionContext.ready;
+    const kernel = panel.sessionContext.session?.kernel;
+    if (!kernel) {
+      return null;
+    }
+    const attachments = this._state.attachments;
+    const cells = attachments.filter(item => item.kind === 'cell');
+    const files = attachments
+      .filter(item => item.kind === 'file')
+      .map(item => (item.kind === 'file' ? item.path : ''));
+    let prompt = text;
+    for (const cell of cells) {
+      if (cell.kind === 'cell') {
+        prompt += `\n\nAttached ${cell.label}:\n\`\`\`python\n${cell.source}\n\`\`\``;
+      }
+    }
+    const prefs = this._state.prefs;
+    const options: Record<string, unknown> = {};
+    if (prefs.mode) {
+      options.mode = prefs.mode;
+    }
+    if (prefs.model) {
+      options.model = prefs.model;
+    }
+    if (prefs.shareOutputs !== null) {
+      options.share_outputs = prefs.shareOutputs;
+    }
+    const anchor = fixCellId
+      ? null
+      : (panel.content.activeCell?.model.id ?? null);
+    return {
+      notebook_path: panel.context.path,
+      kernel_id: kernel.id,
+      prompt,
+      options,
+      anchor_cell_id: anchor,
+      fix_cell_id: fixCellId,
+      attachments: files,
+      user_options: this._userOptions()
+    };
+  }
+
+  private _attach(path: string, added: Attachment[]): void {
+    const current = this._attachments.get(path) ?? [];
+    const key = (item: Attachment): string =>
+      item.kind === 'file' ? `f:${item.path}` : `c:${item.cellId}`;
+    const seen = new Set(current.map(key));
+    const next = [...current, ...added.filter(item => !seen.has(key(item)))];
+    this._attachments.set(path, next);
+    if (path === this._state.path) {
+      this._update({ attachments: next });
+    }
+  }
+
+  private readonly _onCurrent = (): void => {
+    const current = this.index.tracker.currentWidget;
+    const path = current && !current.isDisposed ? current.context.path : null;
+    if (path !== this._state.path) {
+      this._update({
+        path,
+        draft: path ? (this._drafts.get(path) ?? '') : '',
+        attachments: path ? (this._attachments.get(path) ?? []) : [],
+        preview: null
+      });
+      if (path) {
+        this.model.conversation(path);
+      }
+    } else {
+      this._emit();
+    }
+  };
+
+  private readonly _onModel = (_sender: ChatModel, path: string): void => {
+    if (path === this._state.path) {
+      this._emit();
+    }
+  };
+
+  private readonly _onPrefs = (
+    _sender: PanelPrefs,
+    prefs: IPanelPrefs
+  ): void => {
+    this._update({ prefs });
+  };
+
+  private readonly _emit = (): void => {
+    const path = this._state.path;
+    const activeRun =
+      (path &&
+        this.connection.runs.find(
+          run => run.notebook_path === path && run.position === 0
+        )) ||
+      null;
+    this._state = { ...this._state, activeRun };
+    this._changed.emit();
+  };
+
+  private _update(change: Partial<IChatState>): void {
+    this._state = { ...this._state, ...change };
+    this._emit();
+  }
+
+  private readonly _userOptions: () => Record<string, unknown>;
+  private readonly _drafts = new Map<string, string>();
+  private readonly _attachments = new Map<string, Attachment[]>();
+  private _state: IChatState;
+  private _isDisposed = false;
+  private readonly _changed = new Signal<this, void>(this);
+}
+
+/**
+ * The namespace for `ChatController` statics.
+ */
+export namespace ChatController {
+  export interface IOptions {
+    index: NotebookIndex;
+    connection: CIConnection;
+    runs: RunTracker;
+    prefs: PanelPrefs;
+    userOptions: () => Record<string, unknown>;
+  }
+
+  /**
+   * The fields start_run and preview share.
+   */
+  export interface IRequestFields {
+    notebook_path: string;
+    kernel_id: string;
+    prompt: string;
+    options: Record<string, unknown>;
+    anchor_cell_id: string | null;
+    fix_cell_id: string | null;
+    attachments: string[];
+    user_options: Record<string, unknown>;
+  }
+}

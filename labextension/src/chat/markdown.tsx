@@ -1,0 +1,106 @@
+import { Clipboard } from '@jupyterlab/apputils';
+import { IRenderMimeRegistry, MimeModel } from '@jupyterlab/rendermime';
+import * as React from 'react';
+
+/**
+ * What a code block in a message can do.
+ */
+export interface ICodeActions {
+  /**
+   * Insert `code` as a new cell below the notebook's active cell.
+   */
+  insertBelow: (code: string) => void;
+}
+
+/**
+ * Markdown text rendered by JupyterLab's rendermime as untrusted content:
+ * its sanitizer removes scripts, event handlers and anything else unsafe,
+ * and code blocks are highlighted by Lab's markdown parser. Each code block
+ * gets "Insert below" and "Copy" buttons.
+ */
+export function Markdown(props: {
+  text: string;
+  rendermime: IRenderMimeRegistry;
+  actions: ICodeActions;
+}): React.ReactElement {
+  const { text, rendermime, actions } = props;
+  const host = React.useRef<HTMLDivElement>(null);
+  React.useEffect(() => {
+    const node = host.current;
+    if (!node) {
+      return;
+    }
+    let cancelled = false;
+    const renderer = rendermime.createRenderer('text/markdown');
+    const model = new MimeModel({
+      data: { 'text/markdown': text },
+      trusted: false
+    });
+    void renderer
+      .renderModel(model)
+      .then(() => {
+        if (cancelled) {
+          return;
+        }
+        node.replaceChildren(renderer.node);
+        Private.addCodeActions(renderer.node, actions);
+      })
+      .catch(() => {
+        if (!cancelled) {
+          // Never raw HTML: fall back to the text itself.
+          node.textContent = text;
+        }
+      });
+    return () => {
+      cancelled = true;
+      renderer.dispose();
+    };
+  }, [text, rendermime, actions]);
+  return <div className="jp-jupyter-ci-markdown" ref={host} />;
+}
+
+namespace Private {
+  /**
+   * Put "Insert below" and "Copy" buttons over each code block.
+   */
+  export function addCodeActions(
+    root: HTMLElement,
+    actions: ICodeActions
+  ): void {
+    for (const pre of Array.from(root.querySelectorAll('pre'))) {
+      const code = pre.textContent ?? '';
+      const bar = document.createElement('div');
+      bar.className = 'jp-jupyter-ci-code-actions';
+      bar.appendChild(
+        button('Insert below', 'Insert this code as a new cell below', () =>
+          actions.insertBelow(code.replace(/\n$/, ''))
+        )
+      );
+      bar.appendChild(
+        button('Copy', 'Copy this code to the clipboard', () =>
+          Clipboard.copyToSystem(code)
+        )
+      );
+      const wrapper = document.createElement('div');
+      wrapper.className = 'jp-jupyter-ci-code';
+      pre.replaceWith(wrapper);
+      wrapper.appendChild(bar);
+      wrapper.appendChild(pre);
+    }
+  }
+
+  function button(
+    label: string,
+    description: string,
+    onClick: () => void
+  ): HTMLButtonElement {
+    const element = document.createElement('button');
+    element.type = 'button';
+    element.className = 'jp-jupyter-ci-button jp-mod-small';
+    element.textContent = label;
+    element.title = description;
+    element.setAttribute('aria-label', description);
+    element.addEventListener('click', onClick);
+    return element;
+  }
+}

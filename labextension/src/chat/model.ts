@@ -1,0 +1,299 @@
+import { IDisposable } from '@lumino/disposable';
+import { ISignal, Signal } from '@lumino/signaling';
+
+import { CIConnection } from '../connection';
+import type { IUsage, RunEvent } from '../protocol';
+import { RunTracker } from '../runs';
+import { fetchConversation } from './api';
+import { IRunProgress, applyEvent, emptyProgress } from './steps';
+
+/**
+ * One entry of a conversation as the panel shows it.
+ */
+export type ChatEntry =
+  | { kind: 'user'; key: string; text: string }
+  | { kind: 'assistant'; key: string; text: string; streaming: boolean }
+  | { kind: 'notice'; key: string; text: string }
+  | { kind: 'run'; key: string; progress: IRunProgress };
+
+/**
+ * A notebook's conversation: its entries and what its runs cost.
+ */
+export interface IConversationView {
+  path: string;
+  entries: readonly ChatEntry[];
+  /**
+   * The tokens and cost of every run of the conversation (from the server).
+   */
+  usage: (IUsage & { runs: number }) | null;
+  loading: boolean;
+  error: string | null;
+}
+
+/**
+ * The conversations of the notebooks this tab has shown in the panel.
+ *
+ * Loads each from the server's store the first time it is shown, and folds
+ * the run events of runs on that notebook into it as they arrive (the model's
+ * prose streaming, notices, and each run's progress).
+ */
+export class ChatModel implements IDisposable {
+  constructor(connection: CIConnection, runs: RunTracker) {
+    this._connection = connection;
+    this._runs = runs;
+    connection.events.connect(this._onEvent);
+  }
+
+  /**
+   * Emitted whenever a conversation changes.
+   */
+  get changed(): ISignal<this, string> {
+    return this._changed;
+  }
+
+  get isDisposed(): boolean {
+    return this._isDisposed;
+  }
+
+  /**
+   * The conversation of the notebook at `path` (loaded on first use).
+   */
+  conversation(path: string): IConversationView {
+    let view = this._views.get(path);
+    if (!view) {
+      view = { path, entries: [], usage: null, loading: true, error: null };
+      this._views.set(path, view);
+      void this.reload(path);
+    }
+    return view;
+  }
+
+  /**
+   * Read the conversation again from the server (history and usage).
+   */
+  async reload(path: string): Promise<void> {
+    try {
+      const stored = await fetchConversation(path);
+      const live = (this._views.get(path)?.entries ?? []).filter(
+        entry => entry.kind === 'run' && !entry.progress.finished
+      );
+      const entries: ChatEntry[] = stored.messages.map((message, index) => {
+        const key = `h${index}-${message.time}`;
+        if (message.role === 'user') {
+          return { kind: 'user', key, text: message.text };
+        }
+        if (message.role === 'assistant') {
+          return {
+            kind: 'assistant',
+            key,
+            text: message.text,
+            streaming: false
+          };
+        }
+        return { kind: 'notice', key, text: message.text };
+      });
+      this._set(path, {
+        entries: [...entries, ...live],
+        usage: stored.usage,
+        loading: false,
+        error: null
+      });
+    } catch (error) {
+      this._set(path, {
+        loading: false,
+        error: error instanceof Error ? error.message : String(error)
+      });
+    }
+  }
+
+  /**
+   * Refresh only the conversation's usage totals from the server.
+   */
+  async refreshUsage(path: string): Promise<void> {
+    try {
+      const stored = await fetchConversation(path);
+      this._set(path, { usage: stored.usage });
+    } catch {
+      // The totals stay as they were; the next run tries again.
+    }
+  }
+
+  /**
+   * Show the user's request, and the run it started, in the conversation.
+   */
+  addRequest(path: string, text: string, runId: string | null): void {
+    const view = this.conversation(path);
+    const entries: ChatEntry[] = [
+      ...view.entries,
+      { kind: 'user', key: `u${++this._keys}`, text }
+    ];
+    if (runId) {
+      this._runPaths.set(runId, path);
+      if (!view.entries.some(e => e.kind === 'run' && e.key === runId)) {
+        entries.push({
+          kind: 'run',
+          key: runId,
+          progress: emptyProgress(runId)
+        });
+      }
+    }
+    this._set(path, { entries });
+  }
+
+  /**
+   * Add a note of the panel's own (a refusal, an error) to the conversation.
+   */
+  addNotice(path: string, text: string): void {
+    const view = this.conversation(path);
+    this._set(path, {
+      entries: [
+        ...view.entries,
+        { kind: 'notice', key: `n${++this._keys}`, text }
+      ]
+    });
+  }
+
+  /**
+   * Forget a conversation locally (after the server cleared it).
+   */
+  cleared(path: string): void {
+    this._set(path, {
+      entries: [],
+      usage: { prompt_tokens: 0, completion_tokens: 0, cost: 0, runs: 0 }
+    });
+  }
+
+  /**
+   * The progress of a run, if the conversation of `path` shows it.
+   */
+  progress(path: string, runId: string): IRunProgress | null {
+    const entry = this._views
+      .get(path)
+      ?.entries.find(e => e.kind === 'run' && e.key === runId);
+    return entry && entry.kind === 'run' ? entry.progress : null;
+  }
+
+  dispose(): void {
+    if (this._isDisposed) {
+      return;
+    }
+    this._isDisposed = true;
+    this._connection.events.disconnect(this._onEvent);
+    Signal.clearData(this);
+  }
+
+  private _pathOf(runId: string): string | null {
+    const known = this._runPaths.get(runId);
+    if (known) {
+      return known;
+    }
+    const path =
+      this._runs.get(runId)?.notebookPath ??
+      this._connection.runs.find(run => run.run_id === runId)?.notebook_path ??
+      null;
+    if (path) {
+      this._runPaths.set(runId, path);
+    }
+    return path;
+  }
+
+  private readonly _onEvent = (
+    _sender: CIConnection,
+    event: RunEvent
+  ): void => {
+    const path = this._pathOf(event.run_id);
+    if (!path || !this._views.has(path)) {
+      return;
+    }
+    const view = this._views.get(path)!;
+    const entries = [...view.entries];
+    const runId = event.run_id;
+    let runIndex = entries.findIndex(e => e.kind === 'run' && e.key === runId);
+    if (runIndex < 0) {
+      entries.push({ kind: 'run', key: runId, progress: emptyProgress(runId) });
+      runIndex = entries.length - 1;
+    }
+    const run = entries[runIndex];
+    if (run.kind === 'run') {
+      entries[runIndex] = { ...run, progress: applyEvent(run.progress, event) };
+    }
+    const streamKey = `s-${runId}`;
+    const streamIndex = entries.findIndex(e => e.key === streamKey);
+    if (event.type === 'token' && event.cell_id === null) {
+      const previous = entries[streamIndex];
+      if (previous && previous.kind === 'assistant') {
+        entries[streamIndex] = {
+          ...previous,
+          text: previous.text + event.text
+        };
+      } else {
+        entries.splice(runIndex, 0, {
+          kind: 'assistant',
+          key: streamKey,
+          text: event.text,
+          streaming: true
+        });
+      }
+    } else if (event.type === 'message' && event.role !== 'user') {
+      const entry: ChatEntry =
+        event.role === 'assistant'
+          ? {
+              kind: 'assistant',
+              key: streamKey,
+              text: event.text,
+              streaming: false
+            }
+          : { kind: 'notice', key: `n${++this._keys}`, text: event.text };
+      if (event.role === 'assistant' && streamIndex >= 0) {
+        entries[streamIndex] = entry;
+      } else {
+        entries.splice(runIndex, 0, entry);
+      }
+    } else if (event.type === 'finished') {
+      const streamed = entries[streamIndex];
+      if (streamed && streamed.kind === 'assistant' && streamed.streaming) {
+        const text = Private.proseOnly(streamed.text);
+        if (text) {
+          entries[streamIndex] = { ...streamed, text, streaming: false };
+        } else {
+          entries.splice(streamIndex, 1);
+        }
+      }
+      void this.refreshUsage(path);
+    }
+    this._set(path, { entries });
+  };
+
+  private _set(path: string, change: Partial<IConversationView>): void {
+    const view = this._views.get(path) ?? {
+      path,
+      entries: [],
+      usage: null,
+      loading: false,
+      error: null
+    };
+    this._views.set(path, { ...view, ...change });
+    this._changed.emit(path);
+  }
+
+  private readonly _connection: CIConnection;
+  private readonly _runs: RunTracker;
+  private readonly _views = new Map<string, IConversationView>();
+  private readonly _runPaths = new Map<string, string>();
+  private _keys = 0;
+  private _isDisposed = false;
+  private readonly _changed = new Signal<this, string>(this);
+}
+
+namespace Private {
+  /**
+   * The prose streamed around a code block, without empty fence lines.
+   */
+  export function proseOnly(text: string): string {
+    return text
+      .split('\n')
+      .filter(line => !/^\s*```\w*\s*$/.test(line))
+      .join('\n')
+      .trim();
+  }
+}

@@ -1,0 +1,133 @@
+import * as React from 'react';
+
+import type { IProposal } from './steps';
+
+/**
+ * The user's answer to a cell in review: run it (with their edited source,
+ * if they edited it) or reject it.
+ */
+export type ReviewAnswer =
+  { decision: 'run'; source: string | null } | { decision: 'reject' };
+
+/**
+ * A diff line's kind, for its colour.
+ */
+function lineClass(line: string): string {
+  if (line.startsWith('+') && !line.startsWith('+++')) {
+    return 'jp-jupyter-ci-diff-add';
+  }
+  if (line.startsWith('-') && !line.startsWith('---')) {
+    return 'jp-jupyter-ci-diff-del';
+  }
+  return '';
+}
+
+/**
+ * The lines shown for a proposal: the fix's diff, or a new cell's source as
+ * added lines.
+ */
+export function diffLines(proposal: IProposal): string[] {
+  if (proposal.diff.trim()) {
+    return proposal.diff.replace(/\n$/, '').split('\n');
+  }
+  return proposal.source.split('\n').map(line => `+${line}`);
+}
+
+/**
+ * A cell waiting for review: its diff, and Run, Edit and Reject (give it a
+ * new `key` for each proposal, so its state starts afresh).
+ */
+export function ReviewCard(props: {
+  proposal: IProposal;
+  onAnswer: (answer: ReviewAnswer) => void;
+  onShowCell: () => void;
+}): React.ReactElement {
+  const { proposal, onAnswer, onShowCell } = props;
+  const [editing, setEditing] = React.useState(false);
+  const [source, setSource] = React.useState(proposal.source);
+  const [sent, setSent] = React.useState(false);
+
+  const answer = (value: ReviewAnswer): void => {
+    setSent(true);
+    onAnswer(value);
+  };
+
+  return (
+    <section
+      className="jp-jupyter-ci-review"
+      data-testid="jupyter-ci-review"
+      aria-label="A cell waits for your review"
+    >
+      <div className="jp-jupyter-ci-review-title">
+        {proposal.diff.trim() ? 'Review this fix' : 'Review this cell'}{' '}
+        <button
+          type="button"
+          className="jp-jupyter-ci-link"
+          onClick={onShowCell}
+          aria-label="Show the cell in the notebook"
+        >
+          show cell
+        </button>
+      </div>
+      {editing ? (
+        <textarea
+          className="jp-jupyter-ci-textarea jp-jupyter-ci-review-editor"
+          data-testid="jupyter-ci-review-editor"
+          aria-label="Your version of the cell"
+          value={source}
+          rows={Math.min(16, source.split('\n').length + 1)}
+          onChange={event => setSource(event.target.value)}
+        />
+      ) : (
+        <pre className="jp-jupyter-ci-diff" data-testid="jupyter-ci-diff">
+          {diffLines(proposal).map((line, index) => (
+            <div key={index} className={lineClass(line)}>
+              {line || ' '}
+            </div>
+          ))}
+        </pre>
+      )}
+      <div className="jp-jupyter-ci-review-actions">
+        <button
+          type="button"
+          className="jp-jupyter-ci-button jp-mod-accept"
+          data-testid="jupyter-ci-review-run"
+          aria-label={
+            editing ? 'Run your version of the cell' : 'Run this cell'
+          }
+          disabled={sent}
+          onClick={() =>
+            answer({
+              decision: 'run',
+              source: editing && source !== proposal.source ? source : null
+            })
+          }
+        >
+          Run
+        </button>
+        {!editing && (
+          <button
+            type="button"
+            className="jp-jupyter-ci-button"
+            data-testid="jupyter-ci-review-edit"
+            aria-label="Edit the cell before running it"
+            disabled={sent}
+            onClick={() => setEditing(true)}
+          >
+            Edit
+          </button>
+        )}
+        <button
+          type="button"
+          className="jp-jupyter-ci-button jp-mod-reject"
+          data-testid="jupyter-ci-review-reject"
+          aria-label="Reject this cell without running it"
+          disabled={sent}
+          onClick={() => answer({ decision: 'reject' })}
+        >
+          Reject
+        </button>
+      </div>
+    </section>
+  );
+}
