@@ -285,7 +285,8 @@ class RunManager:
         self._lanes: dict[str, list[ManagedRun]] = {}
         self._runs: dict[str, ManagedRun] = {}
         self._finished: list[str] = []
-        self._nonces: set[str] = set()
+        #: Handoff nonces accepted: the tab that claimed each, and what its request led to.
+        self._nonces: dict[str, tuple[str, asyncio.Future[StartResult]]] = {}
         #: Channels of re-run checks in progress, by their id: (owner, channel).
         self._probes: dict[str, tuple[str, CallChannel]] = {}
         self._closing = False
@@ -316,6 +317,9 @@ class RunManager:
         A ``%%ci`` (origin ``magic``) whose earlier run's generated cells are still in the
         notebook starts no run (the result says so), unless ``regenerate`` asks to replace the
         unedited ones. Raises :class:`RunRefused` with what to do when the request cannot run.
+
+        A handoff nonce is taken once: another tab sending it is refused; the tab that took it
+        gets the same answer again (its connection dropped before the reply reached it).
         """
         if self._closing:
             raise RunRefused("server_shutdown", "The server is shutting down.")
@@ -330,11 +334,41 @@ class RunManager:
             )
         nonce = request.get("handoff_nonce")
         if nonce and nonce in self._nonces:
-            raise RunRefused(
-                "handoff_claimed",
-                "This %%ci request was already taken by a jupyter-ci tab.",
-                hint="Run the %%ci cell again to make a new request.",
-            )
+            owner, outcome = self._nonces[nonce]
+            if owner != client_id:
+                raise RunRefused(
+                    "handoff_claimed",
+                    "This %%ci request was already taken by a jupyter-ci tab.",
+                    hint="Run the %%ci cell again to make a new request.",
+                )
+            # The same tab again: its connection dropped before the reply reached it.
+            return await asyncio.shield(outcome)
+        if not nonce:
+            return await self._start(client_id, request, kernel_id, notebook_path, origin)
+        outcome = asyncio.get_running_loop().create_future()
+        self._nonces[nonce] = (client_id, outcome)
+        try:
+            result = await self._start(client_id, request, kernel_id, notebook_path, origin)
+        except RunRefused as refused:
+            outcome.set_exception(refused)
+            outcome.exception()  # retrieved: only a retry of the same tab needs it
+            raise
+        except BaseException:
+            # Not an answer the tab should get again: a retry is a new request.
+            del self._nonces[nonce]
+            outcome.cancel()
+            raise
+        outcome.set_result(result)
+        return result
+
+    async def _start(
+        self,
+        client_id: str,
+        request: Mapping[str, Any],
+        kernel_id: str,
+        notebook_path: str,
+        origin: str,
+    ) -> StartResult:
         lane = self._lanes.setdefault(kernel_id, [])
         if lane and origin == "panel":
             active = lane[0]
@@ -345,8 +379,6 @@ class RunManager:
                 run_id=active.run_id,
             )
         settings, model = self._settings_and_model(request)
-        if nonce:
-            self._nonces.add(nonce)
         note = ""
         anchor = request.get("anchor_cell_id")
         if origin == "magic" and isinstance(anchor, str) and anchor:

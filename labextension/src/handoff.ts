@@ -4,7 +4,12 @@ import { Notebook, NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
 import { PromiseDelegate } from '@lumino/coreutils';
 import { IDisposable } from '@lumino/disposable';
 
-import { CIConnection, RequestRefusedError } from './connection';
+import {
+  CIConnection,
+  ConnectionLostError,
+  OutgoingRequest,
+  RequestRefusedError
+} from './connection';
 import {
   HANDOFF_ERROR_NAME,
   isCICell,
@@ -191,22 +196,32 @@ export class HandoffController implements IDisposable {
     kernelId: string
   ): Promise<string | null> {
     const { watcher, requestId, path, cellId } = claim;
-    const request = this._connection.request(
-      {
-        request: 'start_run',
-        notebook_path: path,
-        kernel_id: kernelId,
-        prompt: handoff.prompt,
-        options: handoff.options,
-        anchor_cell_id: cellId,
-        handoff_nonce: handoff.nonce,
-        origin: 'magic',
-        regenerate: handoff.regenerate,
-        session_options: handoff.session_options,
-        user_options: this._userOptions()
-      },
-      { queueTimeout: Private.CONNECT_TIMEOUT }
-    );
+    const message: OutgoingRequest = {
+      request: 'start_run',
+      notebook_path: path,
+      kernel_id: kernelId,
+      prompt: handoff.prompt,
+      options: handoff.options,
+      anchor_cell_id: cellId,
+      handoff_nonce: handoff.nonce,
+      origin: 'magic',
+      regenerate: handoff.regenerate,
+      session_options: handoff.session_options,
+      user_options: this._userOptions()
+    };
+    const send = () =>
+      this._connection.request(message, {
+        queueTimeout: Private.CONNECT_TIMEOUT
+      });
+    // The server answers a repeated nonce from this tab with the same run, so
+    // a request whose reply was lost with the connection is asked again once
+    // the connection is back (the run may well have started).
+    const request = send().catch((error: unknown) => {
+      if (error instanceof ConnectionLostError) {
+        return send();
+      }
+      throw error;
+    });
     // The handoff output and the queue-stopping error give way to the status
     // once the kernel is done with the cell.
     await watcher.executionDone(requestId);

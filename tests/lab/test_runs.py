@@ -251,12 +251,20 @@ async def test_a_claimed_handoff_nonce_is_accepted_once(
     nonce = "n" * 24
     request = start_request("a.ipynb", kernel_id, "hi", origin="magic", handoff_nonce=nonce)
     first = await tab.request(request)
-    again = await tab.request(request)
     assert first["ok"] is True
-    assert again["ok"] is False
-    assert again["error"]["code"] == "handoff_claimed"
+    # Another tab cannot take it.
+    other = await open_tab(tab_factory, kernel_id)
+    claimed = await other.request(request)
+    assert claimed["ok"] is False
+    assert claimed["error"]["code"] == "handoff_claimed"
+    # The tab that took it, asking again (its socket dropped before the reply), gets the same
+    # run: no second run starts.
+    again = await tab.request(request)
+    assert again["ok"] is True
+    assert again["run_id"] == first["run_id"]
     end = await tab.wait_for_event(finished, first["run_id"])
     assert end["state"] == "done"
+    assert len(model_server.chat_requests) == 1
 
 
 async def test_a_request_cannot_redirect_the_key(
