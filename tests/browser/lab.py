@@ -113,7 +113,11 @@ def start_lab(
     ]
     log_path = base_dir / f"jupyter-{app}.log"
     with log_path.open("wb") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=environment)
+        # In base_dir: files the server writes in its working directory (jupyter-collaboration's
+        # .jupyter_ystore.db) stay out of the checkout.
+        process = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, env=environment, cwd=base_dir
+        )
     lab = Lab(f"http://127.0.0.1:{port}/", token, root, log_path, process)
     try:
         _wait_until_ready(lab, timeout=60)
