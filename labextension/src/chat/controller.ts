@@ -17,6 +17,7 @@ import type { Attachment } from './input';
 import { ChatModel } from './model';
 import { IPanelPrefs, PanelPrefs } from './prefs';
 import type { ReviewAnswer } from './review';
+import type { IProposal } from './steps';
 
 /**
  * What the panel shows besides the conversation.
@@ -417,6 +418,19 @@ export class ChatController implements IDisposable {
     if (widget) {
       void notebook.scrollToCell(widget);
     }
+  }
+
+  /**
+   * A proposal with the source its cell holds now in the bound notebook (the
+   * cell is the truth once the code has streamed into it).
+   */
+  withCellSource(proposal: IProposal): IProposal {
+    const path = this._state.path;
+    const found = path ? this.index.findCell(path, proposal.cellId) : null;
+    const source = found?.model.sharedModel.getSource();
+    return source && source !== proposal.source
+      ? { ...proposal, source }
+      : proposal;
   }
 
   setMode(mode: Mode | null): void {

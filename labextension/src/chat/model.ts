@@ -217,48 +217,61 @@ export class ChatModel implements IDisposable {
     if (run.kind === 'run') {
       entries[runIndex] = { ...run, progress: applyEvent(run.progress, event) };
     }
-    const streamKey = `s-${runId}`;
-    const streamIndex = entries.findIndex(e => e.key === streamKey);
+    const stream = this._streams.get(runId);
     if (event.type === 'token' && event.cell_id === null) {
-      const previous = entries[streamIndex];
+      const index = stream?.open
+        ? entries.findIndex(e => e.key === stream.key)
+        : -1;
+      const previous = entries[index];
       if (previous && previous.kind === 'assistant') {
-        entries[streamIndex] = {
-          ...previous,
-          text: previous.text + event.text
-        };
+        entries[index] = { ...previous, text: previous.text + event.text };
       } else {
+        const key = `s-${runId}-${++this._keys}`;
+        this._streams.set(runId, { key, open: true });
         entries.splice(runIndex, 0, {
           kind: 'assistant',
-          key: streamKey,
+          key,
           text: event.text,
           streaming: true
         });
       }
-    } else if (event.type === 'message' && event.role !== 'user') {
-      const entry: ChatEntry =
-        event.role === 'assistant'
-          ? {
-              kind: 'assistant',
-              key: streamKey,
-              text: event.text,
-              streaming: false
-            }
-          : { kind: 'notice', key: `n${++this._keys}`, text: event.text };
-      if (event.role === 'assistant' && streamIndex >= 0) {
-        entries[streamIndex] = entry;
+    } else if (event.type === 'message' && event.role === 'assistant') {
+      // The final answer arrives whole after it streamed: replace the stream.
+      const index = stream ? entries.findIndex(e => e.key === stream.key) : -1;
+      const previous = entries[index];
+      const entry: ChatEntry = {
+        kind: 'assistant',
+        key: previous ? previous.key : `a${++this._keys}`,
+        text: event.text,
+        streaming: false
+      };
+      if (
+        previous &&
+        previous.kind === 'assistant' &&
+        previous.text.trim() === event.text.trim()
+      ) {
+        entries[index] = entry;
       } else {
         entries.splice(runIndex, 0, entry);
       }
-    } else if (event.type === 'finished') {
-      const streamed = entries[streamIndex];
-      if (streamed && streamed.kind === 'assistant' && streamed.streaming) {
-        const text = Private.proseOnly(streamed.text);
-        if (text) {
-          entries[streamIndex] = { ...streamed, text, streaming: false };
-        } else {
-          entries.splice(streamIndex, 1);
-        }
+      this._streams.delete(runId);
+    } else if (event.type === 'message' && event.role === 'notice') {
+      entries.splice(runIndex, 0, {
+        kind: 'notice',
+        key: `n${++this._keys}`,
+        text: event.text
+      });
+    } else if (event.type !== 'token' && stream?.open) {
+      // Anything else the run does ends the reply that was streaming.
+      stream.open = false;
+      const index = entries.findIndex(e => e.key === stream.key);
+      const previous = entries[index];
+      if (previous && previous.kind === 'assistant') {
+        entries[index] = { ...previous, streaming: false };
       }
+    }
+    if (event.type === 'finished') {
+      this._streams.delete(runId);
       void this.refreshUsage(path);
     }
     this._set(path, { entries });
@@ -280,20 +293,8 @@ export class ChatModel implements IDisposable {
   private readonly _runs: RunTracker;
   private readonly _views = new Map<string, IConversationView>();
   private readonly _runPaths = new Map<string, string>();
+  private readonly _streams = new Map<string, { key: string; open: boolean }>();
   private _keys = 0;
   private _isDisposed = false;
   private readonly _changed = new Signal<this, string>(this);
-}
-
-namespace Private {
-  /**
-   * The prose streamed around a code block, without empty fence lines.
-   */
-  export function proseOnly(text: string): string {
-    return text
-      .split('\n')
-      .filter(line => !/^\s*```\w*\s*$/.test(line))
-      .join('\n')
-      .trim();
-  }
 }

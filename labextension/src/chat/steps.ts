@@ -136,6 +136,15 @@ export function applyEvent(
         status: 'ok'
       });
       break;
+    case 'token':
+      // Code streams into the proposed cell after it was inserted empty.
+      if (event.cell_id !== null && next.proposal?.cellId === event.cell_id) {
+        next.proposal = {
+          ...next.proposal,
+          source: next.proposal.source + event.text
+        };
+      }
+      break;
     case 'attempt':
       next.attempt = event.attempt;
       next.maxAttempts = event.max_attempts;

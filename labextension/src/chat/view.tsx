@@ -561,7 +561,7 @@ function RunSteps(props: {
       {progress.review ? (
         <ReviewCard
           key={`${progress.review.cellId}-${progress.attempt}`}
-          proposal={progress.review}
+          proposal={controller.withCellSource(progress.review)}
           onShowCell={() => controller.showCell(progress.review!.cellId)}
           onAnswer={answer =>
             void controller.review(

@@ -1,0 +1,593 @@
+"""The chat side panel in real JupyterLab, with the scripted model: one conversation per
+notebook, streamed and rendered safely, steps linking to cells, Stop, review, models and
+setup, usage, preview, attachments, "Fix with jupyter-ci", clear and export, keyboard access.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jupyter_ci.testing import Reply, ScriptedModelServer
+
+from .chat import (
+    PANEL,
+    ask,
+    by_testid,
+    conversation_text,
+    fake_ollama,
+    messages,
+    open_chat,
+    request_text,
+    steps,
+    wait_run_state,
+)
+from .lab import Lab, screenshot, start_lab
+from .notebooks import (
+    activate,
+    cells,
+    command,
+    dump,
+    open_lab_app,
+    open_notebook,
+    run_cell,
+    text_of,
+    wait_until,
+    write_iris,
+    write_notebook,
+)
+
+TERMINAL = ("done", "failed", "stopped")
+
+
+def test_a_request_streams_steps_linked_to_cells_and_usage(
+    model_context: Any, model_lab: Lab, model: ScriptedModelServer
+) -> None:
+    model.set_script(
+        [
+            Reply.code("x = 21 * 2\nprint('x is', x)", prose="Computing **x**."),
+            Reply.text("The answer is **42**."),
+        ]
+    )
+    path = write_notebook(model_lab, ["a = 1"])
+    page = model_context.new_page()
+    open_lab_app(page, model_lab)
+    open_notebook(page, path)
+    open_chat(page)
+    assert page.locator(by_testid("jupyter-ci-path")).inner_text() == path
+
+    ask(page, "compute x")
+    assert wait_run_state(page, TERMINAL) == "done", conversation_text(page)
+    in_nb = cells(page, path)
+    assert len(in_nb) == 2, dump(page, path)
+    assert "x is 42" in text_of(in_nb[1]["outputs"])
+    shown = steps(page)
+    assert shown[0] == "Cell 1 inserted"
+    assert "Ran" in shown
+    assert shown[-1].startswith("Done")
+    assert messages(page, "user") == ["compute x"]
+    # The final answer is Markdown rendered by rendermime: bold is <strong>, not asterisks.
+    answer = page.locator(f"{PANEL} [data-role='assistant'] strong", has_text="42")
+    answer.wait_for(timeout=30_000)
+    # Usage for the run, and for the conversation (from the server's store).
+    run_usage = page.locator(by_testid("jupyter-ci-run-usage")).last
+    assert "tokens" in run_usage.inner_text()
+    total = page.locator(by_testid("jupyter-ci-conversation-usage"))
+    wait_until(lambda: "1 run(s)" in total.inner_text(), 30, "the conversation's usage")
+    # A step links to its cell: clicking it selects (and scrolls to) the cell.
+    command(page, "notebook:move-cursor-up")
+    page.locator(f"{PANEL} [data-testid='jupyter-ci-step'] button").first.click()
+    active = page.evaluate(
+        "(path) => { const w = window.jupyterapp.shell.widgets('main');"
+        " for (const p of w) { if (p.context && p.context.path === path)"
+        " return p.content.activeCell.model.id; } return null; }",
+        path,
+    )
+    assert active == in_nb[1]["id"]
+    assert model_context.jupyter_ci_errors == []
+
+
+def test_model_html_executes_nothing_and_code_blocks_insert_and_copy(
+    model_context: Any, model_lab: Lab, model: ScriptedModelServer
+) -> None:
+    hostile = (
+        'Look: <img src=x onerror="window.__ciPwned = 1"> and '
+        '<script>window.__ciPwned2 = 1</script> <a href="javascript:window.__ciPwned3=1">x</a>'
+        "\n\n```python\nprint('from the chat')\n```\n"
+    )
+    model.set_script([Reply.text(hostile), Reply.text("Done.")])
+    path = write_notebook(model_lab, ["b = 2"])
+    model_context.grant_permissions(["clipboard-read", "clipboard-write"])
+    page = model_context.new_page()
+    open_lab_app(page, model_lab)
+    open_notebook(page, path)
+    open_chat(page)
+    ask(page, "say something odd")
+    assert wait_run_state(page, TERMINAL) == "done", conversation_text(page)
+    assistant = page.locator(f"{PANEL} [data-role='assistant']").first
+    assistant.locator("pre").wait_for(timeout=30_000)
+    page.locator(f"{PANEL} img").first.wait_for(state="attached", timeout=10_000)
+    time.sleep(0.5)  # let any handler that survived sanitizing fire (none may)
+    flags = page.evaluate("() => [window.__ciPwned, window.__ciPwned2, window.__ciPwned3]")
+    assert flags == [None, None, None]
+    assert page.locator(f"{PANEL} script").count() == 0
+    assert page.locator(f"{PANEL} [onerror]").count() == 0
+    assert page.locator(f"{PANEL} a[href^='javascript']").count() == 0
+    # The code block has its buttons; Insert below makes a cell with its code.
+    insert = assistant.get_by_role("button", name="Insert this code as a new cell below")
+    copy = assistant.get_by_role("button", name="Copy this code to the clipboard")
+    assert copy.is_visible()
+    activate(page, path)
+    insert.click()
+    wait_until(
+        lambda: any(c["source"] == "print('from the chat')" for c in cells(page, path)),
+        30,
+        "the inserted cell",
+    )
+    copy.click()
+    clip = wait_until(lambda: page.evaluate("() => navigator.clipboard.readText()"), 10, "copy")
+    assert "print('from the chat')" in clip
+    assert model_context.jupyter_ci_errors == []
+
+
+#: A cell that says when it has begun, then runs for up to 60 s (unless interrupted).
+LONG_CELL = "import time\nprint('started', flush=True)\nfor _ in range(600):\n    time.sleep(0.1)"
+
+
+def set_theme(page: Any, name: str) -> None:
+    """Switch JupyterLab's theme and wait until it applies."""
+    command(page, "apputils:change-theme", {"theme": name})
+    page.wait_for_function(
+        "(name) => document.body.dataset.jpThemeName === name", arg=name, timeout=60_000
+    )
+    # Lab shows a splash while it changes themes; switching again before it is gone makes Lab
+    # itself fail to remove it (a page error that is not ours).
+    page.locator("#jupyterlab-splash").wait_for(state="detached", timeout=60_000)
+
+
+def test_stop_mid_run_then_the_next_request_works_with_light_and_dark_screenshots(
+    model_context: Any, model_lab: Lab, model: ScriptedModelServer, artifacts: Path
+) -> None:
+    model.set_script([Reply.code(LONG_CELL, prose="This takes a while."), Reply.text("Back.")])
+    path = write_notebook(model_lab, ["c = 3"])
+    page = model_context.new_page()
+    open_lab_app(page, model_lab)
+    open_notebook(page, path)
+    open_chat(page)
+    ask(page, "wait a minute")
+    stop = page.locator(by_testid("jupyter-ci-stop"))
+    stop.wait_for(timeout=60_000)
+    wait_until(
+        lambda: (
+            len(cells(page, path)) == 2 and "started" in text_of(cells(page, path)[1]["outputs"])
+        ),
+        90,
+        "the long cell to start",
+    )
+    page.locator(f"{PANEL} [data-testid='jupyter-ci-step']", has_text="Running").wait_for()
+    try:
+        light = screenshot(page, "chat-panel-mid-run-light")
+        set_theme(page, "JupyterLab Dark")
+        dark = screenshot(page, "chat-panel-mid-run-dark")
+        background = page.evaluate(
+            "(sel) => getComputedStyle(document.querySelector(sel)).backgroundColor", PANEL
+        )
+    finally:
+        set_theme(page, "JupyterLab Light")
+    assert light.stat().st_size > 10_000
+    assert dark.stat().st_size > 10_000
+    # The dark theme's panel background is dark (JupyterLab's variables, not fixed colours).
+    red, green, blue = (int(v) for v in background[background.index("(") + 1 : -1].split(",")[:3])
+    assert red + green + blue < 200, background
+    # Still running: the panel offers Stop, not Send.
+    assert page.locator(by_testid("jupyter-ci-send")).count() == 0
+
+    stop.click()
+    assert wait_run_state(page, TERMINAL, timeout=60) == "stopped", conversation_text(page)
+    long_cell = cells(page, path)[1]
+    assert "KeyboardInterrupt" in text_of(long_cell["outputs"]), dump(page, path)
+    # The panel takes the next request at once, and it runs normally.
+    page.locator(by_testid("jupyter-ci-send")).wait_for(timeout=30_000)
+    ask(page, "are you back?")
+    wait_until(lambda: len(page.locator(by_testid("jupyter-ci-run")).all()) == 2, 30, "a new run")
+    assert wait_run_state(page, TERMINAL) == "done", conversation_text(page)
+    assert messages(page, "assistant")[-1] == "Back."
+    assert model_context.jupyter_ci_errors == []
+
+
+def set_mode(page: Any, mode: str) -> None:
+    """Choose the mode in the panel (saved as the user's setting)."""
+    page.locator(by_testid("jupyter-ci-mode")).select_option(mode)
+
+
+def test_review_mode_run_edit_and_reject(
+    model_context: Any, model_lab: Lab, model: ScriptedModelServer
+) -> None:
+    model.set_script(
+        [
+            Reply.code("r1 = 'first'\nprint(r1)"),
+            Reply.code("r2 = 'second'\nprint(r2)"),
+            Reply.text("Both ran."),
+            Reply.code("r3 = 'third'\nprint(r3)"),
+        ]
+    )
+    path = write_notebook(model_lab, ["r0 = 0"])
+    page = model_context.new_page()
+    open_lab_app(page, model_lab)
+    open_notebook(page, path)
+    open_chat(page)
+    set_mode(page, "review")
+    try:
+        ask(page, "two cells, reviewed")
+        review = page.locator(by_testid("jupyter-ci-review"))
+        review.wait_for(timeout=60_000)
+        assert (
+            "+r1 = 'first'"
+            in review.locator(by_testid("jupyter-ci-diff")[len(PANEL) + 1 :]).inner_text()
+        )
+        # Waiting: the proposed cell is in the notebook but has not run.
+        first = cells(page, path)[1]
+        assert first["source"] == "r1 = 'first'\nprint(r1)"
+        assert first["outputs"] == []
+        review.get_by_role("button", name="Run this cell").click()
+        wait_until(lambda: "first" in text_of(cells(page, path)[1]["outputs"]), 60, "cell 1 ran")
+        # The second cell: Edit, then Run runs the user's version.
+        wait_until(
+            lambda: "r2 = 'second'" in review.inner_text() if review.count() else False,
+            60,
+            "the second proposal",
+        )
+        review.get_by_role("button", name="Edit the cell before running it").click()
+        editor = page.locator(by_testid("jupyter-ci-review-editor"))
+        editor.fill("r2 = 'mine'\nprint(r2)")
+        review.get_by_role("button", name="Run your version of the cell").click()
+        assert wait_run_state(page, TERMINAL) == "done", conversation_text(page)
+        second = cells(page, path)[2]
+        assert second["source"] == "r2 = 'mine'\nprint(r2)", dump(page, path)
+        assert "mine" in text_of(second["outputs"])
+        assert messages(page, "assistant")[-1] == "Both ran."
+
+        # Reject: the cell never runs and the run ends, saying so.
+        ask(page, "one more")
+        review.wait_for(timeout=60_000)
+        review.get_by_role("button", name="Reject this cell without running it").click()
+        assert wait_run_state(page, TERMINAL) == "done", conversation_text(page)
+        assert any("rejected" in step for step in steps(page)), steps(page)
+        third = next(c for c in cells(page, path) if c["source"].startswith("r3"))
+        assert third["source"] == "r3 = 'third'\nprint(r3)"
+        assert third["outputs"] == []
+        assert third["execution_count"] is None
+    finally:
+        set_mode(page, "")
+    assert model_context.jupyter_ci_errors == []
+
+
+def test_switching_notebooks_switches_the_conversation_and_history_survives_a_reload(
+    model_context: Any, model_lab: Lab, model: ScriptedModelServer
+) -> None:
+    model.set_script([Reply.text("Answer for A."), Reply.text("Answer for B.")])
+    a = write_notebook(model_lab, ["in_a = 1"])
+    b = write_notebook(model_lab, ["in_b = 2"])
+    page = model_context.new_page()
+    open_lab_app(page, model_lab)
+    open_notebook(page, b)
+    open_notebook(page, a)
+    open_chat(page)
+    ask(page, "question about A")
+    assert wait_run_state(page, TERMINAL) == "done"
+    assert messages(page, "assistant") == ["Answer for A."]
+
+    activate(page, b)
+    wait_until(lambda: page.locator(by_testid("jupyter-ci-path")).inner_text() == b, 30, "B bound")
+    page.locator(by_testid("jupyter-ci-empty")).wait_for(timeout=30_000)
+    assert messages(page, "assistant") == []
+    ask(page, "question about B")
+    assert wait_run_state(page, TERMINAL) == "done"
+    assert messages(page, "user") == ["question about B"]
+    assert messages(page, "assistant") == ["Answer for B."]
+
+    activate(page, a)
+    wait_until(lambda: messages(page, "assistant") == ["Answer for A."], 30, "A's conversation")
+    assert messages(page, "user") == ["question about A"]
+
+    # After a reload, the conversation comes back from the server's store.
+    open_lab_app(page, model_lab)  # a new page load: nothing is kept in the browser
+    open_notebook(page, a)
+    open_chat(page)
+    wait_until(lambda: messages(page, "assistant") == ["Answer for A."], 30, "A's history")
+    assert messages(page, "user") == ["question about A"]
+    assert model_context.jupyter_ci_errors == []
+
+
+def test_model_picker_is_fed_by_the_server_and_kept_as_the_users_default(
+    model_context: Any, model_lab: Lab, model: ScriptedModelServer
+) -> None:
+    page = model_context.new_page()
+    open_lab_app(page, model_lab)
+    path = write_notebook(model_lab, ["m = 1"])
+    open_notebook(page, path)
+    open_chat(page)
+    picker = page.locator(by_testid("jupyter-ci-model"))
+    options = picker.locator("option").evaluate_all("(os) => os.map(o => o.value)")
+    assert options == ["", "openai/scripted"]
+    try:
+        picker.select_option("openai/scripted")
+        open_lab_app(page, model_lab)  # a new page load
+        open_notebook(page, path)
+        open_chat(page)
+        wait_until(
+            lambda: page.locator(by_testid("jupyter-ci-model")).input_value() == "openai/scripted",
+            30,
+            "the saved default model",
+        )
+        model.set_script([Reply.text("Picked.")])
+        ask(page, "which model?")
+        assert wait_run_state(page, TERMINAL) == "done"
+        assert model.chat_requests[-1].body["model"] == "scripted"
+    finally:
+        page.locator(by_testid("jupyter-ci-model")).select_option("")
+    assert model_context.jupyter_ci_errors == []
+
+
+def write_tagged_notebook(lab: Lab) -> str:
+    """A notebook whose first cell prints a computed value and whose second is skip-tagged."""
+    import nbformat
+
+    path = f"skip-{time.monotonic_ns()}.ipynb"
+    notebook = nbformat.v4.new_notebook()
+    shown = nbformat.v4.new_code_cell("secret = 'VAL' + 'UE-' + str(12345)\nprint(secret)")
+    hidden = nbformat.v4.new_code_cell("hidden = 'SKIPPED-CELL-TEXT'")
+    hidden.metadata["tags"] = ["jupyter-ci-skip"]
+    notebook.cells = [shown, hidden]
+    notebook.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    nbformat.write(notebook, str(Path(lab.root_dir) / path))
+    return path
+
+
+def test_preview_shows_what_is_sent_and_the_share_outputs_switch_keeps_values_out(
+    model_context: Any, model_lab: Lab, model: ScriptedModelServer
+) -> None:
+    path = write_tagged_notebook(model_lab)
+    page = model_context.new_page()
+    open_lab_app(page, model_lab)
+    open_notebook(page, path)
+    run_cell(page, path, 0)
+    wait_until(lambda: "VALUE-12345" in text_of(cells(page, path)[0]["outputs"]), 60, "output")
+    open_chat(page)
+    page.locator(by_testid("jupyter-ci-input")).fill("summarise the notebook")
+    share = page.locator(by_testid("jupyter-ci-share-outputs"))
+    assert share.is_checked()
+    page.locator(by_testid("jupyter-ci-preview-button")).click()
+    preview = page.locator(by_testid("jupyter-ci-preview"))
+    preview.wait_for(timeout=60_000)
+    tokens = page.locator(by_testid("jupyter-ci-preview-tokens")).inner_text()
+    assert int(tokens.split(" ")[0].replace(",", "")) > 0
+    shown = preview.evaluate("(e) => e.textContent")
+    assert "summarise the notebook" in shown
+    assert "VALUE-12345" in shown
+    assert "SKIPPED-CELL-TEXT" not in shown
+    assert model.chat_requests == []  # a preview calls no model
+    try:
+        share.uncheck()
+        page.locator(by_testid("jupyter-ci-preview-button")).click()
+        wait_until(
+            lambda: "VALUE-12345" not in preview.evaluate("(e) => e.textContent"),
+            60,
+            "a preview without output values",
+        )
+        withheld = preview.evaluate("(e) => e.textContent")
+        assert "summarise the notebook" in withheld
+        assert "secret" in withheld
+        # The request itself is sent the same way.
+        model.set_script([Reply.text("Summary.")])
+        page.locator(by_testid("jupyter-ci-input")).press("Enter")
+        assert wait_run_state(page, TERMINAL) == "done"
+        sent = request_text(model.chat_requests[-1])
+        assert "VALUE-12345" not in sent
+        assert "SKIPPED-CELL-TEXT" not in sent
+        assert "summarise the notebook" in sent
+    finally:
+        share.check()
+    assert model_context.jupyter_ci_errors == []
+
+
+def test_fix_with_jupyter_ci_from_the_cell_context_menu(
+    model_context: Any, model_lab: Lab, model: ScriptedModelServer
+) -> None:
+    model.set_script([Reply.code("print(10 / 2)", prose="Dividing by two instead of zero.")])
+    path = write_notebook(model_lab, ["print(10 / 0)"])
+    page = model_context.new_page()
+    open_lab_app(page, model_lab)
+    open_notebook(page, path)
+    run_cell(page, path, 0)
+    wait_until(lambda: "ZeroDivisionError" in text_of(cells(page, path)[0]["outputs"]), 60, "error")
+    open_chat(page)
+    activate(page, path)
+    cell = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-CodeCell").first
+    cell.locator(".jp-OutputArea-output").first.click(button="right")
+    item = page.locator(".lm-Menu-item", has_text="Fix with jupyter-ci")
+    item.wait_for(timeout=10_000)
+    item.click()
+    assert wait_run_state(page, TERMINAL) == "done", conversation_text(page)
+    fixed = cells(page, path)
+    assert len(fixed) == 1, dump(page, path)
+    assert fixed[0]["source"] == "print(10 / 2)"
+    assert "5.0" in text_of(fixed[0]["outputs"])
+    sent = request_text(model.chat_requests[0])
+    assert "print(10 / 0)" in sent
+    assert "ZeroDivisionError" in sent
+    assert messages(page, "user")[-1].startswith("Fix the failing cell")
+    assert model_context.jupyter_ci_errors == []
+
+
+def test_attach_selected_cells_and_files_by_command_and_drag_and_drop(
+    model_context: Any, model_lab: Lab, model: ScriptedModelServer
+) -> None:
+    write_iris(model_lab)
+    (Path(model_lab.root_dir) / "dropped.csv").write_text("alpha,beta\n1,2\n3,4\n")
+    model.set_script([Reply.text("Seen them.")])
+    path = write_notebook(model_lab, ["attached_marker = 'CELL-MARKER'", "other = 0"])
+    page = model_context.new_page()
+    open_lab_app(page, model_lab)
+    open_notebook(page, path)
+    open_chat(page)
+    activate(page, path)
+    page.evaluate(
+        "(path) => { for (const p of window.jupyterapp.shell.widgets('main')) {"
+        " if (p.context && p.context.path === path) { p.content.activeCellIndex = 0; } } }",
+        path,
+    )
+    page.locator(by_testid("jupyter-ci-attach-cells")).click()
+    chips = page.locator(by_testid("jupyter-ci-attachments"))
+    wait_until(lambda: "cell [1]" in chips.inner_text(), 30, "the cell chip")
+    # A file from the file browser's context menu command.
+    command(page, "jupyter-ci:attach-file", {"path": "iris.csv"})
+    wait_until(lambda: "iris.csv" in chips.inner_text(), 30, "the file chip")
+    # A file dragged from the file browser onto the panel.
+    command(page, "filebrowser:activate")
+    item = page.locator(".jp-DirListing-item", has_text="dropped.csv")
+    item.wait_for(timeout=30_000)
+    box = item.bounding_box()
+    target = page.locator(by_testid("jupyter-ci-conversation")).bounding_box()
+    page.mouse.move(box["x"] + 20, box["y"] + box["height"] / 2)
+    page.mouse.down()
+    for step in range(1, 11):
+        page.mouse.move(
+            box["x"] + 20 + (target["x"] + 50 - box["x"] - 20) * step / 10,
+            box["y"] + (target["y"] + 50 - box["y"]) * step / 10,
+        )
+    page.mouse.up()
+    wait_until(lambda: "dropped.csv" in chips.inner_text(), 30, "the dropped file chip")
+    ask(page, "look at these")
+    assert wait_run_state(page, TERMINAL) == "done", conversation_text(page)
+    sent = request_text(model.chat_requests[-1])
+    assert "CELL-MARKER" in sent
+    assert "iris.csv" in sent
+    assert "sepal_length" in sent
+    assert "dropped.csv" in sent
+    assert "alpha" in sent
+    assert page.locator(by_testid("jupyter-ci-attachments")).count() == 0  # sent, then cleared
+    assert model_context.jupyter_ci_errors == []
+
+
+def test_clear_with_confirmation_and_export_as_markdown(
+    model_context: Any, model_lab: Lab, model: ScriptedModelServer
+) -> None:
+    model.set_script([Reply.text("An answer worth keeping.")])
+    path = write_notebook(model_lab, ["e = 5"])
+    page = model_context.new_page()
+    open_lab_app(page, model_lab)
+    open_notebook(page, path)
+    open_chat(page)
+    ask(page, "say something")
+    assert wait_run_state(page, TERMINAL) == "done"
+    with page.expect_download(timeout=30_000) as download:
+        page.locator(by_testid("jupyter-ci-export")).click()
+    assert download.value.suggested_filename == f"{path[:-6]}-jupyter-ci.md"
+    text = Path(download.value.path()).read_text()
+    assert "**You:**" in text
+    assert "say something" in text
+    assert "An answer worth keeping." in text
+
+    page.locator(by_testid("jupyter-ci-clear")).click()
+    page.locator(".jp-Dialog").get_by_role("button", name="Cancel").click()
+    assert messages(page, "assistant") == ["An answer worth keeping."]
+    page.locator(by_testid("jupyter-ci-clear")).click()
+    page.locator(".jp-Dialog").get_by_role("button", name="Clear the conversation").click()
+    page.locator(by_testid("jupyter-ci-empty")).wait_for(timeout=30_000)
+    assert messages(page, "assistant") == []
+    open_lab_app(page, model_lab)  # a new page load
+    open_notebook(page, path)
+    open_chat(page)
+    page.locator(by_testid("jupyter-ci-empty")).wait_for(timeout=30_000)
+    assert messages(page, "user") == []
+    assert model_context.jupyter_ci_errors == []
+
+
+def test_every_control_is_labelled_and_reachable_by_keyboard(
+    model_context: Any, model_lab: Lab, model: ScriptedModelServer
+) -> None:
+    model.set_script([Reply.text("Typed with keys.")])
+    path = write_notebook(model_lab, ["k = 1"])
+    page = model_context.new_page()
+    open_lab_app(page, model_lab)
+    open_notebook(page, path)
+    open_chat(page)
+    controls = page.evaluate(
+        "(sel) => Array.from(document.querySelector(sel).querySelectorAll("
+        "'button, select, textarea, input')).map(e => ({tag: e.tagName, tabIndex: e.tabIndex,"
+        " name: e.getAttribute('aria-label') || e.textContent.trim()}))",
+        PANEL,
+    )
+    assert len(controls) >= 9
+    assert all(c["tabIndex"] >= 0 for c in controls), controls
+    assert all(c["name"] for c in controls), controls
+    # Keyboard only: Enter sends, Shift+Enter adds a line, Up recalls the last request.
+    box = page.locator(by_testid("jupyter-ci-input"))
+    box.focus()
+    page.keyboard.type("first line")
+    page.keyboard.press("Shift+Enter")
+    page.keyboard.type("second line")
+    assert box.input_value() == "first line\nsecond line"
+    page.keyboard.press("Enter")
+    assert wait_run_state(page, TERMINAL) == "done"
+    assert messages(page, "user") == ["first line\nsecond line"]
+    assert box.input_value() == ""
+    box.focus()
+    page.keyboard.press("ArrowUp")
+    assert box.input_value() == "first line\nsecond line"
+    page.keyboard.press("ArrowDown")
+    assert box.input_value() == ""
+    # Tab moves from the box to the panel's buttons.
+    box.focus()
+    page.keyboard.press("Tab")
+    focused = page.evaluate("() => document.activeElement.getAttribute('aria-label')")
+    assert focused == "Attach the selected cells to the next request"
+    assert model_context.jupyter_ci_errors == []
+
+
+@pytest.fixture(scope="module")
+def bare_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    """A JupyterLab with no model configured, and a local 'Ollama' that offers one."""
+    with (
+        fake_ollama(["qwen2.5-coder:1.5b"]) as ollama,
+        start_lab(
+            tmp_path_factory.mktemp("bare-lab"),
+            args=["--LabApp.expose_app_in_browser=True"],
+            env={"JUPYTER_CI_OLLAMA_URL": ollama, "JUPYTER_CI_MODEL": ""},
+        ) as running,
+    ):
+        yield running
+
+
+def test_setup_card_when_no_model_is_configured(chromium: Any, bare_lab: Lab) -> None:
+    context = chromium.new_context(viewport={"width": 1400, "height": 900})
+    try:
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        open_lab_app(page, bare_lab)
+        path = write_notebook(bare_lab, ["s = 1"])
+        open_notebook(page, path)
+        open_chat(page)
+        card = page.locator(by_testid("jupyter-ci-setup"))
+        card.wait_for(timeout=30_000)
+        text = card.inner_text()
+        assert "c.JupyterCI.model" in text
+        assert "JUPYTER_CI_MODEL" in text
+        assert "JUPYTER_CI_API_KEY" in text
+        assert 'c.JupyterCI.model = "ollama/qwen2.5-coder:1.5b"' in text
+        assert "no model configured" in page.locator(by_testid("jupyter-ci-status")).inner_text()
+        assert page.locator(by_testid("jupyter-ci-input")).is_disabled()
+        screenshot(page, "chat-panel-setup-card")
+        assert errors == []
+    finally:
+        context.close()
