@@ -420,6 +420,18 @@ class RunManager:
                 "That cell is not waiting for a review.",
                 hint="It may have been answered already, or the run ended.",
             )
+        assert run is not None
+        if decision == "reject":
+            # Kept in the conversation as the user's word, so the model's next request of this
+            # notebook knows the cell was turned down (the run itself ends here).
+            rejected = run.workspace.written.get(cell_id, "")
+            run.writes.put_nowait(
+                {
+                    "type": "_rejected",
+                    "conversation_id": run.conversation_id,
+                    "text": rejection_text(rejected),
+                }
+            )
         future.set_result(ReviewDecision(decision, source))
 
     def replay(self, run_id: str, after_seq: int) -> list[dict[str, Any]]:
@@ -813,6 +825,16 @@ class RunManager:
         assert self.store is not None
         events: list[dict[str, Any]] = []
         for item in items:
+            if item.get("type") == "_rejected":
+                if events:
+                    await self._store_call(self.store.record_events(run_id, events))
+                    events = []
+                await self._store_call(
+                    self.store.add_message(
+                        str(item["conversation_id"]), "user", str(item["text"]), run_id=run_id
+                    )
+                )
+                continue
             if item.get("type") != "_source":
                 events.append(item)
                 continue
@@ -834,6 +856,13 @@ class RunManager:
 
     def _announce(self) -> None:
         self.publisher.broadcast({"notice": "runs", "runs": self.runs()})
+
+
+def rejection_text(source: str) -> str:
+    """What the conversation keeps when the user rejects a proposed cell in review mode."""
+    code = source.rstrip("\n")
+    shown = f"\n\n```python\n{code}\n```" if code else ""
+    return f"I rejected the cell you proposed, without running it.{shown}"
 
 
 def _text(content: Any) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import Awaitable, Callable
@@ -156,3 +157,57 @@ async def test_history_and_its_markdown_export_and_clearing(
         (await jp_fetch("jupyter-ci", "conversation", params={"path": "a.ipynb"})).body
     )
     assert after["messages"] == []
+
+
+async def test_a_rejected_cell_is_reported_to_the_model_in_the_next_request(
+    app: JupyterCIServer,
+    model_server: ScriptedModelServer,
+    start_kernel: KernelStarter,
+    tab_factory: TabFactory,
+    jp_fetch: Any,
+) -> None:
+    model_server.set_script([Reply.code("print('unwanted')"), Reply.text("Understood.")])
+    kernel_id = await start_kernel()
+    tab = tab_factory()
+    tab.open_notebook("a.ipynb", kernel_id)
+    await tab.connect()
+    reply = await tab.request(
+        start_request("a.ipynb", kernel_id, "print something", options={"mode": "review"})
+    )
+    run_id = reply["run_id"]
+    await tab.wait_for_event(
+        lambda e: e["type"] == "state" and e["state"] == "awaiting_approval", run_id
+    )
+    inserted = next(e for e in tab.events(run_id) if e["type"] == "cell_inserted")
+    answer = await tab.request(
+        {
+            "request": "review",
+            "run_id": run_id,
+            "cell_id": inserted["cell_id"],
+            "decision": "reject",
+            "source": None,
+        }
+    )
+    assert answer["ok"] is True
+    end = await tab.wait_for_event(finished, run_id, timeout=60)
+    assert (end["state"], end["reason"]) == ("done", "rejected")
+    assert tab.notebooks["a.ipynb"].cell(inserted["cell_id"])["outputs"] == []
+    # The store is written off the run's path: wait for the record of the rejection.
+    users: list[str] = []
+    for _ in range(100):
+        history = json.loads(
+            (await jp_fetch("jupyter-ci", "conversation", params={"path": "a.ipynb"})).body
+        )
+        users = [m["text"] for m in history["messages"] if m["role"] == "user"]
+        if len(users) >= 2:
+            break
+        await asyncio.sleep(0.1)
+    assert users[0] == "print something"
+    assert users[1] == (
+        "I rejected the cell you proposed, without running it.\n\n```python\nprint('unwanted')\n```"
+    )
+    # The next request of the notebook carries the rejection to the model.
+    again = await tab.request(start_request("a.ipynb", kernel_id, "what now?"))
+    await tab.wait_for_event(finished, again["run_id"], timeout=60)
+    sent = [m["content"] for m in model_server.chat_requests[-1].body["messages"]]
+    assert any("I rejected the cell you proposed" in str(content) for content in sent)
