@@ -23,6 +23,7 @@ from .chat import (
     messages,
     open_chat,
     request_text,
+    runs,
     steps,
     wait_run_state,
 )
@@ -213,6 +214,7 @@ def test_review_mode_run_edit_and_reject(
             Reply.code("r2 = 'second'\nprint(r2)"),
             Reply.text("Both ran."),
             Reply.code("r3 = 'third'\nprint(r3)"),
+            Reply.text("Noted."),
         ]
     )
     path = write_notebook(model_lab, ["r0 = 0"])
@@ -261,6 +263,12 @@ def test_review_mode_run_edit_and_reject(
         assert third["source"] == "r3 = 'third'\nprint(r3)"
         assert third["outputs"] == []
         assert third["execution_count"] is None
+        # The rejection is reported to the model with the notebook's next request.
+        ask(page, "and now?")
+        wait_until(lambda: len(runs(page).all()) == 3, 30, "a third run")
+        assert wait_run_state(page, TERMINAL) == "done", conversation_text(page)
+        assert "I rejected the cell you proposed" in request_text(model.chat_requests[-1])
+        assert "r3 = 'third'" in request_text(model.chat_requests[-1])
     finally:
         set_mode(page, "")
     assert model_context.jupyter_ci_errors == []

@@ -218,6 +218,7 @@ export class ChatController implements IDisposable {
     cellId: string,
     answer: ReviewAnswer
   ): Promise<void> {
+    const path = this._state.path;
     try {
       await this.connection.request({
         request: 'review',
@@ -226,8 +227,14 @@ export class ChatController implements IDisposable {
         decision: answer.decision,
         source: answer.decision === 'run' ? answer.source : null
       });
+      if (answer.decision === 'reject' && path) {
+        // The server keeps the same words in the conversation for the model.
+        this.model.addUserNote(
+          path,
+          'I rejected the cell you proposed, without running it.'
+        );
+      }
     } catch (error) {
-      const path = this._state.path;
       if (path) {
         this.model.addNotice(
           path,

@@ -141,6 +141,19 @@ export class ChatModel implements IDisposable {
   }
 
   /**
+   * Add something the user said outside a request (a rejected cell).
+   */
+  addUserNote(path: string, text: string): void {
+    const view = this.conversation(path);
+    this._set(path, {
+      entries: [
+        ...view.entries,
+        { kind: 'user', key: `u${++this._keys}`, text }
+      ]
+    });
+  }
+
+  /**
    * Add a note of the panel's own (a refusal, an error) to the conversation.
    */
   addNotice(path: string, text: string): void {
