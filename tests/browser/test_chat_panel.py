@@ -599,3 +599,36 @@ def test_setup_card_when_no_model_is_configured(chromium: Any, bare_lab: Lab) ->
         assert errors == []
     finally:
         context.close()
+
+
+def test_fix_with_jupyter_ci_from_the_toolbar_of_a_failed_cell(
+    model_context: Any, model_lab: Lab, model: ScriptedModelServer
+) -> None:
+    model.set_script([Reply.code("items = [1, 2]\nprint(items[1])")])
+    path = write_notebook(model_lab, ["fine = 1", "items = [1, 2]\nprint(items[5])"])
+    page = model_context.new_page()
+    open_lab_app(page, model_lab)
+    open_notebook(page, path)
+    run_cell(page, path, 0)
+    run_cell(page, path, 1)
+    wait_until(lambda: "IndexError" in text_of(cells(page, path)[1]["outputs"]), 60, "error")
+    notebook = page.locator(f'.jp-NotebookPanel[data-jupyter-ci-path="{path}"]')
+    fix = notebook.locator('.jp-cell-toolbar [data-command="jupyter-ci:fix-cell"]')
+    fix.first.wait_for(timeout=30_000)
+    # Only the failed cell offers it: on the cell that ran fine, the button is not shown.
+    run_cell(page, path, 0)
+    wait_until(lambda: not fix.first.is_visible(), 30, "no Fix on a cell that ran fine")
+    page.evaluate(
+        "(path) => { for (const p of window.jupyterapp.shell.widgets('main')) {"
+        " if (p.context && p.context.path === path) { p.content.activeCellIndex = 1; } } }",
+        path,
+    )
+    fix.first.wait_for(state="visible", timeout=30_000)
+    fix.first.click()
+    open_chat(page)
+    assert wait_run_state(page, TERMINAL) == "done", conversation_text(page)
+    fixed = cells(page, path)
+    assert fixed[1]["source"] == "items = [1, 2]\nprint(items[1])"
+    assert "2" in text_of(fixed[1]["outputs"])
+    assert "IndexError" in request_text(model.chat_requests[0])
+    assert model_context.jupyter_ci_errors == []

@@ -1,12 +1,14 @@
 import { ILayoutRestorer, JupyterFrontEnd } from '@jupyterlab/application';
 import { ICommandPalette } from '@jupyterlab/apputils';
 import { IDefaultFileBrowser } from '@jupyterlab/filebrowser';
+import { NotebookActions } from '@jupyterlab/notebook';
 import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 
 import { CIConnection } from '../connection';
 import { NotebookIndex } from '../notebooks';
 import { RunTracker } from '../runs';
+import { jupyterCIIcon } from '../icons';
 import { ChatController } from './controller';
 import { PanelPrefs } from './prefs';
 import { ChatPanel } from './view';
@@ -64,6 +66,7 @@ export function addChatPanel(
 
   commands.addCommand(ChatCommandIDs.fixCell, {
     label: 'Fix with jupyter-ci',
+    icon: jupyterCIIcon,
     caption:
       'Ask jupyter-ci to fix this failed cell, with its code and traceback',
     isVisible: () => Private.activeCellFailed(options.index),
@@ -118,6 +121,17 @@ export function addChatPanel(
     isEnabled: () => controller.state.path !== null,
     execute: () => controller.exportMarkdown()
   });
+
+  // The cell toolbar shows "Fix" only on a failed cell: refresh it as cells run.
+  const refreshFix = (): void =>
+    commands.notifyCommandChanged(ChatCommandIDs.fixCell);
+  options.index.tracker.activeCellChanged.connect(refreshFix);
+  options.connection.events.connect((_sender, event) => {
+    if (event.type === 'execution_finished') {
+      refreshFix();
+    }
+  });
+  NotebookActions.executed.connect(refreshFix);
 
   app.contextMenu.addItem({
     command: ChatCommandIDs.fixCell,
