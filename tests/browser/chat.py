@@ -48,11 +48,15 @@ def runs(page: Any) -> Any:
 def wait_run_state(
     page: Any, states: tuple[str, ...], index: int = -1, timeout: float = 120
 ) -> str:
-    """Wait until run block ``index`` of the conversation is in one of ``states``."""
+    """Wait until run block ``index`` of the conversation is in one of ``states`` (a final
+    state counts once the run's ``finished`` event is in: its last step is shown)."""
 
     def check() -> str | None:
         found = page.evaluate(
-            "(sel) => Array.from(document.querySelectorAll(sel)).map(e => e.dataset.state)",
+            "(sel) => { const terminal = ['done', 'failed', 'stopped'];"
+            " return Array.from(document.querySelectorAll(sel))"
+            ".map(e => e.dataset.finished === 'true' || !terminal.includes(e.dataset.state)"
+            " ? e.dataset.state : 'finishing'); }",
             by_testid("jupyter-ci-run"),
         )
         if not found:

@@ -530,6 +530,8 @@ function RunSteps(props: {
       className="jp-jupyter-ci-run"
       data-testid="jupyter-ci-run"
       data-state={progress.state}
+      data-finished={progress.finished}
+      aria-busy={!progress.finished}
     >
       <ol className="jp-jupyter-ci-steps" aria-label="Progress of the run">
         {progress.steps.map((step, index) => (
