@@ -35,6 +35,7 @@ from .notebooks import (
     dump,
     open_lab_app,
     open_notebook,
+    run_all,
     run_cell,
     text_of,
     wait_until,
@@ -631,4 +632,24 @@ def test_fix_with_jupyter_ci_from_the_toolbar_of_a_failed_cell(
     assert fixed[1]["source"] == "items = [1, 2]\nprint(items[1])"
     assert "2" in text_of(fixed[1]["outputs"])
     assert "IndexError" in request_text(model.chat_requests[0])
+    assert model_context.jupyter_ci_errors == []
+
+
+def test_a_ci_cell_run_shows_in_the_notebooks_conversation(
+    model_context: Any, model_lab: Lab, model: ScriptedModelServer
+) -> None:
+    model.set_script([Reply.code("print(1 + 2)"), Reply.text("It is 3.")])
+    path = write_notebook(model_lab, ["%load_ext jupyter_ci", "%%ci add one and two"])
+    page = model_context.new_page()
+    open_lab_app(page, model_lab)
+    open_notebook(page, path)
+    open_chat(page)
+    run_all(page, path)
+    assert wait_run_state(page, TERMINAL) == "done", conversation_text(page)
+    assert messages(page, "user") == ["%%ci add one and two"]
+    said = messages(page, "assistant")
+    assert "print(1 + 2)" in said[0]  # the reply that wrote the cell, shown as it came
+    assert said[-1] == "It is 3."
+    assert "Cell 1 inserted" in steps(page)
+    assert "3" in text_of(cells(page, path)[2]["outputs"])
     assert model_context.jupyter_ci_errors == []

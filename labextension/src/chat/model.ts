@@ -223,6 +223,15 @@ export class ChatModel implements IDisposable {
     const runId = event.run_id;
     let runIndex = entries.findIndex(e => e.kind === 'run' && e.key === runId);
     if (runIndex < 0) {
+      // A run this panel did not start (a %%ci cell, another tab): show its request.
+      const info = this._connection.runs.find(run => run.run_id === runId);
+      if (info) {
+        entries.push({
+          kind: 'user',
+          key: `u${++this._keys}`,
+          text: info.origin === 'magic' ? `%%ci ${info.prompt}` : info.prompt
+        });
+      }
       entries.push({ kind: 'run', key: runId, progress: emptyProgress(runId) });
       runIndex = entries.length - 1;
     }
