@@ -13,7 +13,7 @@ import { addAskCommand } from './ask';
 import { NotebookBridge } from './bridge';
 import { CellDecorations } from './cellDecorations';
 import { addChatPanel } from './chat/plugin';
-import { PANEL_ID } from './chat/view';
+import { PANEL_ID } from './chat/panel';
 import { CIConnection } from './connection';
 import { CommandIDs } from './constants';
 import { HandoffController } from './handoff';

@@ -107,3 +107,20 @@ export async function exportConversation(path: string): Promise<string> {
   }
   return response.text();
 }
+
+/**
+ * Save the conversation of the notebook at `path` as a Markdown file (a
+ * browser download named after the notebook).
+ */
+export async function downloadConversation(path: string): Promise<void> {
+  const text = await exportConversation(path);
+  const name = (path.split('/').pop() ?? '').replace(/\.[^.]*$/, '');
+  const url = URL.createObjectURL(new Blob([text], { type: 'text/markdown' }));
+  const link = document.createElement('a');
+  link.href = url;
+  link.download = `${name || 'conversation'}-jupyter-ci.md`;
+  document.body.appendChild(link);
+  link.click();
+  link.remove();
+  window.setTimeout(() => URL.revokeObjectURL(url), 10_000);
+}

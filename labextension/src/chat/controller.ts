@@ -10,13 +10,14 @@ import { RunTracker } from '../runs';
 import {
   IChatStatus,
   clearConversation,
-  exportConversation,
+  downloadConversation,
   fetchChatStatus
 } from './api';
 import type { Attachment } from './input';
 import { ChatModel } from './model';
 import { IPanelPrefs, PanelPrefs } from './prefs';
 import type { ReviewAnswer } from './review';
+import { IRequestFields, buildRequest } from './request';
 import type { IProposal } from './steps';
 
 /**
@@ -373,21 +374,7 @@ export class ChatController implements IDisposable {
       return;
     }
     try {
-      const text = await exportConversation(path);
-      const name = (path.split('/').pop() ?? 'conversation').replace(
-        /\.[^.]*$/,
-        ''
-      );
-      const url = URL.createObjectURL(
-        new Blob([text], { type: 'text/markdown' })
-      );
-      const link = document.createElement('a');
-      link.href = url;
-      link.download = `${name || 'conversation'}-jupyter-ci.md`;
-      document.body.appendChild(link);
-      link.click();
-      link.remove();
-      window.setTimeout(() => URL.revokeObjectURL(url), 10_000);
+      await downloadConversation(path);
     } catch (error) {
       Notification.error(
         `jupyter-ci could not export the conversation: ${error instanceof Error ? error.message : String(error)}`
@@ -464,51 +451,18 @@ export class ChatController implements IDisposable {
     Signal.clearData(this);
   }
 
-  private async _request(
+  private _request(
     panel: NotebookPanel,
     text: string,
     fixCellId: string | null
-  ): Promise<ChatController.IRequestFields | null> {
-    await panel.sessionContext.ready;
-    const kernel = panel.sessionContext.session?.kernel;
-    if (!kernel) {
-      return null;
-    }
-    const attachments = this._state.attachments;
-    const cells = attachments.filter(item => item.kind === 'cell');
-    const files = attachments
-      .filter(item => item.kind === 'file')
-      .map(item => (item.kind === 'file' ? item.path : ''));
-    let prompt = text;
-    for (const cell of cells) {
-      if (cell.kind === 'cell') {
-        prompt += `\n\nAttached ${cell.label}:\n\`\`\`python\n${cell.source}\n\`\`\``;
-      }
-    }
-    const prefs = this._state.prefs;
-    const options: Record<string, unknown> = {};
-    if (prefs.mode) {
-      options.mode = prefs.mode;
-    }
-    if (prefs.model) {
-      options.model = prefs.model;
-    }
-    if (prefs.shareOutputs !== null) {
-      options.share_outputs = prefs.shareOutputs;
-    }
-    const anchor = fixCellId
-      ? null
-      : (panel.content.activeCell?.model.id ?? null);
-    return {
-      notebook_path: panel.context.path,
-      kernel_id: kernel.id,
-      prompt,
-      options,
-      anchor_cell_id: anchor,
-      fix_cell_id: fixCellId,
-      attachments: files,
-      user_options: this._userOptions()
-    };
+  ): Promise<IRequestFields | null> {
+    return buildRequest(panel, {
+      text,
+      fixCellId,
+      attachments: this._state.attachments,
+      prefs: this._state.prefs,
+      userOptions: this._userOptions()
+    });
   }
 
   private _attach(path: string, added: Attachment[]): void {
@@ -589,19 +543,5 @@ export namespace ChatController {
     runs: RunTracker;
     prefs: PanelPrefs;
     userOptions: () => Record<string, unknown>;
-  }
-
-  /**
-   * The fields start_run and preview share.
-   */
-  export interface IRequestFields {
-    notebook_path: string;
-    kernel_id: string;
-    prompt: string;
-    options: Record<string, unknown>;
-    anchor_cell_id: string | null;
-    fix_cell_id: string | null;
-    attachments: string[];
-    user_options: Record<string, unknown>;
   }
 }

@@ -11,7 +11,7 @@ import { RunTracker } from '../runs';
 import { jupyterCIIcon } from '../icons';
 import { ChatController } from './controller';
 import { PanelPrefs } from './prefs';
-import { ChatPanel } from './view';
+import { ChatPanel } from './panel';
 
 /**
  * The commands of the chat panel.

@@ -1,0 +1,113 @@
+import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
+import * as React from 'react';
+
+import { ChatController } from './controller';
+import { ICodeActions, Markdown } from './markdown';
+import { ChatEntry, IConversationView } from './model';
+import { RunSteps } from './runView';
+import { usageLine } from './steps';
+
+/**
+ * The conversation of the bound notebook: messages, runs and its usage.
+ */
+export function Conversation(props: {
+  controller: ChatController;
+  conversation: IConversationView | null;
+  rendermime: IRenderMimeRegistry;
+  actions: ICodeActions;
+}): React.ReactElement {
+  const { controller, conversation, rendermime, actions } = props;
+  const end = React.useRef<HTMLDivElement>(null);
+  const shown = conversation?.entries;
+  React.useEffect(() => {
+    end.current?.scrollIntoView?.({ block: 'end' });
+  }, [shown]);
+  const entries = shown ?? [];
+  return (
+    <div
+      className="jp-jupyter-ci-conversation"
+      data-testid="jupyter-ci-conversation"
+      role="log"
+      aria-live="polite"
+      aria-label="Conversation with jupyter-ci about this notebook"
+    >
+      {conversation?.loading && entries.length === 0 ? (
+        <div className="jp-jupyter-ci-empty">Loading the conversation…</div>
+      ) : null}
+      {conversation?.error ? (
+        <div className="jp-jupyter-ci-error" role="alert">
+          {conversation.error}
+        </div>
+      ) : null}
+      {!conversation?.loading && entries.length === 0 ? (
+        <div className="jp-jupyter-ci-empty" data-testid="jupyter-ci-empty">
+          Ask for something: it becomes cells of this notebook, run in its
+          kernel.
+        </div>
+      ) : null}
+      {entries.map(entry => (
+        <Entry
+          key={entry.key}
+          entry={entry}
+          controller={controller}
+          rendermime={rendermime}
+          actions={actions}
+        />
+      ))}
+      <div
+        className="jp-jupyter-ci-usage"
+        data-testid="jupyter-ci-conversation-usage"
+        aria-label="Usage of the conversation"
+      >
+        {conversation?.usage && conversation.usage.runs > 0
+          ? `Conversation: ${conversation.usage.runs} run(s), ${usageLine(conversation.usage)}`
+          : ''}
+      </div>
+      <div ref={end} />
+    </div>
+  );
+}
+
+/**
+ * One entry: the user's request, the model's reply, a notice, or a run.
+ */
+function Entry(props: {
+  entry: ChatEntry;
+  controller: ChatController;
+  rendermime: IRenderMimeRegistry;
+  actions: ICodeActions;
+}): React.ReactElement {
+  const { entry, controller, rendermime, actions } = props;
+  switch (entry.kind) {
+    case 'user':
+      return (
+        <div className="jp-jupyter-ci-message jp-mod-user" data-role="user">
+          <div className="jp-jupyter-ci-author">You</div>
+          <div className="jp-jupyter-ci-user-text">{entry.text}</div>
+        </div>
+      );
+    case 'assistant':
+      return (
+        <div
+          className="jp-jupyter-ci-message jp-mod-assistant"
+          data-role="assistant"
+          aria-busy={entry.streaming}
+        >
+          <div className="jp-jupyter-ci-author">jupyter-ci</div>
+          <Markdown
+            text={entry.text}
+            rendermime={rendermime}
+            actions={actions}
+          />
+        </div>
+      );
+    case 'notice':
+      return (
+        <div className="jp-jupyter-ci-message jp-mod-notice" data-role="notice">
+          {entry.text}
+        </div>
+      );
+    case 'run':
+      return <RunSteps progress={entry.progress} controller={controller} />;
+  }
+}

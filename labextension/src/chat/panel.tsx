@@ -1,0 +1,125 @@
+import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
+import { ReactWidget } from '@jupyterlab/ui-components';
+import type { Drag } from '@lumino/dragdrop';
+import { Message } from '@lumino/messaging';
+import * as React from 'react';
+
+import { jupyterCIIcon } from '../icons';
+import { ChatController } from './controller';
+import { ChatView } from './view';
+
+/**
+ * The id of the jupyter-ci side panel (used by `shell.activateById`).
+ */
+export const PANEL_ID = 'jupyter-ci-panel';
+
+/**
+ * The mime type of the paths the file browser drags.
+ */
+const CONTENTS_MIME = 'application/x-jupyter-icontents';
+
+/**
+ * The jupyter-ci chat side panel: the conversation of the notebook in focus.
+ */
+export class ChatPanel extends ReactWidget {
+  constructor(options: ChatPanel.IOptions) {
+    super();
+    this._controller = options.controller;
+    this._rendermime = options.rendermime;
+    this.id = PANEL_ID;
+    this.title.icon = jupyterCIIcon;
+    this.title.caption = 'jupyter-ci';
+    this.addClass('jp-jupyter-ci-panel');
+    this.node.tabIndex = -1;
+  }
+
+  get controller(): ChatController {
+    return this._controller;
+  }
+
+  /**
+   * Lumino drag events: files dragged from the file browser are attached.
+   */
+  handleEvent(event: Event): void {
+    const drag = event as Drag.Event;
+    switch (event.type) {
+      case 'lm-dragenter':
+      case 'lm-dragover':
+        if (drag.mimeData?.hasData(CONTENTS_MIME)) {
+          event.preventDefault();
+          event.stopPropagation();
+          drag.dropAction = drag.proposedAction;
+          this.addClass('jp-mod-dropTarget');
+        }
+        break;
+      case 'lm-dragleave':
+        this.removeClass('jp-mod-dropTarget');
+        break;
+      case 'lm-drop': {
+        this.removeClass('jp-mod-dropTarget');
+        const paths: unknown = drag.mimeData?.getData(CONTENTS_MIME);
+        if (Array.isArray(paths)) {
+          event.preventDefault();
+          event.stopPropagation();
+          drag.dropAction = drag.proposedAction;
+          this._controller.attachFiles(
+            paths.filter((p): p is string => typeof p === 'string')
+          );
+        }
+        break;
+      }
+      default:
+        break;
+    }
+  }
+
+  protected onAfterAttach(msg: Message): void {
+    super.onAfterAttach(msg);
+    for (const type of [
+      'lm-dragenter',
+      'lm-dragover',
+      'lm-dragleave',
+      'lm-drop'
+    ]) {
+      this.node.addEventListener(type, this);
+    }
+  }
+
+  protected onBeforeDetach(msg: Message): void {
+    for (const type of [
+      'lm-dragenter',
+      'lm-dragover',
+      'lm-dragleave',
+      'lm-drop'
+    ]) {
+      this.node.removeEventListener(type, this);
+    }
+    super.onBeforeDetach(msg);
+  }
+
+  protected onActivateRequest(msg: Message): void {
+    super.onActivateRequest(msg);
+    const target =
+      this.node.querySelector<HTMLTextAreaElement>('textarea') ?? this.node;
+    target.focus();
+  }
+
+  protected render(): React.ReactElement {
+    return (
+      <ChatView controller={this._controller} rendermime={this._rendermime} />
+    );
+  }
+
+  private readonly _controller: ChatController;
+  private readonly _rendermime: IRenderMimeRegistry;
+}
+
+/**
+ * The namespace for `ChatPanel` statics.
+ */
+export namespace ChatPanel {
+  export interface IOptions {
+    controller: ChatController;
+    rendermime: IRenderMimeRegistry;
+  }
+}

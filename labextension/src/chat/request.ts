@@ -1,0 +1,81 @@
+import { NotebookPanel } from '@jupyterlab/notebook';
+
+import type { Attachment } from './input';
+import type { IPanelPrefs } from './prefs';
+
+/**
+ * The fields start_run and preview share.
+ */
+export interface IRequestFields {
+  notebook_path: string;
+  kernel_id: string;
+  prompt: string;
+  options: Record<string, unknown>;
+  anchor_cell_id: string | null;
+  fix_cell_id: string | null;
+  attachments: string[];
+  user_options: Record<string, unknown>;
+}
+
+/**
+ * What goes into one request from the panel.
+ */
+export interface IRequestInput {
+  text: string;
+  /**
+   * The cell to fix in place ("Fix with jupyter-ci"), or null.
+   */
+  fixCellId: string | null;
+  attachments: readonly Attachment[];
+  prefs: IPanelPrefs;
+  userOptions: Record<string, unknown>;
+}
+
+/**
+ * The request for a notebook: attached cells go into the prompt as code,
+ * attached files as paths (the server describes them), the panel's choices
+ * as the request's own options; new cells go below the active cell. Null
+ * when the notebook has no kernel.
+ */
+export async function buildRequest(
+  panel: NotebookPanel,
+  input: IRequestInput
+): Promise<IRequestFields | null> {
+  await panel.sessionContext.ready;
+  const kernel = panel.sessionContext.session?.kernel;
+  if (!kernel) {
+    return null;
+  }
+  let prompt = input.text;
+  const files: string[] = [];
+  for (const item of input.attachments) {
+    if (item.kind === 'cell') {
+      prompt += `\n\nAttached ${item.label}:\n\`\`\`python\n${item.source}\n\`\`\``;
+    } else {
+      files.push(item.path);
+    }
+  }
+  const { prefs } = input;
+  const options: Record<string, unknown> = {};
+  if (prefs.mode) {
+    options.mode = prefs.mode;
+  }
+  if (prefs.model) {
+    options.model = prefs.model;
+  }
+  if (prefs.shareOutputs !== null) {
+    options.share_outputs = prefs.shareOutputs;
+  }
+  return {
+    notebook_path: panel.context.path,
+    kernel_id: kernel.id,
+    prompt,
+    options,
+    anchor_cell_id: input.fixCellId
+      ? null
+      : (panel.content.activeCell?.model.id ?? null),
+    fix_cell_id: input.fixCellId,
+    attachments: files,
+    user_options: input.userOptions
+  };
+}

@@ -1,0 +1,73 @@
+import * as React from 'react';
+
+import { ChatController } from './controller';
+import { ReviewCard } from './review';
+import { IRunProgress, usageLine } from './steps';
+
+/**
+ * A run's progress: its steps (each linking to its cell), its error, the
+ * review card while a cell waits, and what the run used.
+ */
+export function RunSteps(props: {
+  progress: IRunProgress;
+  controller: ChatController;
+}): React.ReactElement {
+  const { progress, controller } = props;
+  const usage = usageLine(progress.usage);
+  return (
+    <div
+      className="jp-jupyter-ci-run"
+      data-testid="jupyter-ci-run"
+      data-state={progress.state}
+      data-finished={progress.finished}
+      aria-busy={!progress.finished}
+    >
+      <ol className="jp-jupyter-ci-steps" aria-label="Progress of the run">
+        {progress.steps.map((step, index) => (
+          <li
+            key={index}
+            className={`jp-jupyter-ci-step jp-mod-${step.status}`}
+            data-testid="jupyter-ci-step"
+          >
+            {step.cellId ? (
+              <button
+                type="button"
+                className="jp-jupyter-ci-link"
+                aria-label={`${step.label}: show the cell`}
+                onClick={() => controller.showCell(step.cellId!)}
+              >
+                {step.label}
+              </button>
+            ) : (
+              <span>{step.label}</span>
+            )}
+          </li>
+        ))}
+      </ol>
+      {progress.error ? (
+        <div className="jp-jupyter-ci-error" role="alert">
+          {progress.error}
+        </div>
+      ) : null}
+      {progress.review ? (
+        <ReviewCard
+          key={`${progress.review.cellId}-${progress.attempt}`}
+          proposal={controller.withCellSource(progress.review)}
+          onShowCell={() => controller.showCell(progress.review!.cellId)}
+          onAnswer={answer =>
+            void controller.review(
+              progress.runId,
+              progress.review!.cellId,
+              answer
+            )
+          }
+        />
+      ) : null}
+      {usage ? (
+        <div className="jp-jupyter-ci-usage" data-testid="jupyter-ci-run-usage">
+          {`This run: ${usage}`}
+        </div>
+      ) : null}
+    </div>
+  );
+}
