@@ -457,11 +457,16 @@ def test_attach_selected_cells_and_files_by_command_and_drag_and_drop(
     page.locator(by_testid("jupyter-ci-attach-cells")).click()
     chips = page.locator(by_testid("jupyter-ci-attachments"))
     wait_until(lambda: "cell [1]" in chips.inner_text(), 30, "the cell chip")
-    # A file from the file browser's context menu command.
-    command(page, "jupyter-ci:attach-file", {"path": "iris.csv"})
-    wait_until(lambda: "iris.csv" in chips.inner_text(), 30, "the file chip")
-    # A file dragged from the file browser onto the panel.
+    # A file from the file browser's context menu.
     command(page, "filebrowser:activate")
+    command(page, "filebrowser:refresh")
+    iris = page.locator(".jp-DirListing-item", has_text="iris.csv")
+    iris.wait_for(timeout=30_000)
+    iris.click(button="right")
+    page.locator(".lm-Menu-item", has_text="Attach to jupyter-ci").click()
+    wait_until(lambda: "iris.csv" in chips.inner_text(), 30, "the file chip")
+    page.keyboard.press("Escape")
+    # A file dragged from the file browser onto the panel.
     item = page.locator(".jp-DirListing-item", has_text="dropped.csv")
     item.wait_for(timeout=30_000)
     box = item.bounding_box()
