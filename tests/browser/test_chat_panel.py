@@ -670,3 +670,47 @@ def test_a_ci_cell_run_shows_in_the_notebooks_conversation(
     assert "Cell 1 inserted" in steps(page)
     assert "3" in text_of(cells(page, path)[2]["outputs"])
     assert model_context.jupyter_ci_errors == []
+
+
+def test_a_failing_cell_shows_error_fixing_attempt_steps_and_a_fix_diff_in_review(
+    model_context: Any, model_lab: Lab, model: ScriptedModelServer
+) -> None:
+    model.set_script(
+        [
+            Reply.code("print(undefined_name)"),
+            Reply.code("undefined_name = 'now defined'\nprint(undefined_name)"),
+            Reply.text("Fixed it."),
+        ]
+    )
+    path = write_notebook(model_lab, ["f = 1"])
+    page = model_context.new_page()
+    open_lab_app(page, model_lab)
+    open_notebook(page, path)
+    open_chat(page)
+    set_mode(page, "review")
+    try:
+        ask(page, "print a name")
+        review = page.locator(by_testid("jupyter-ci-review"))
+        review.wait_for(timeout=60_000)
+        review.get_by_role("button", name="Run this cell").click()
+        # The cell fails; the fix is proposed as a diff against the failed code.
+        wait_until(
+            lambda: "Review this fix" in review.inner_text() if review.count() else False,
+            60,
+            "the fix to review",
+        )
+        diff = review.locator('[data-testid="jupyter-ci-diff"]').inner_text()
+        assert "@@ -1 +1,2 @@" in diff  # a unified diff against the failed code
+        assert "+undefined_name = 'now defined'" in diff
+        review.get_by_role("button", name="Run this cell").click()
+        assert wait_run_state(page, TERMINAL) == "done", conversation_text(page)
+    finally:
+        set_mode(page, "")
+    shown = steps(page)
+    assert "Error" in shown, shown
+    assert "Error → fixing, attempt 2/3" in shown, shown
+    assert "Fix written (attempt 2)" in shown, shown
+    assert "Ran, attempt 2/3" in shown, shown
+    assert "now defined" in text_of(cells(page, path)[1]["outputs"])
+    assert messages(page, "assistant")[-1] == "Fixed it."
+    assert model_context.jupyter_ci_errors == []
