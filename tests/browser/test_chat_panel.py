@@ -612,7 +612,9 @@ def test_setup_card_when_no_model_is_configured(chromium: Any, bare_lab: Lab) ->
         assert "JUPYTER_CI_API_KEY" in text
         assert 'c.JupyterCI.model = "ollama/qwen2.5-coder:1.5b"' in text
         assert "no model configured" in page.locator(by_testid("jupyter-ci-status")).inner_text()
-        assert page.locator(by_testid("jupyter-ci-input")).is_disabled()
+        box = page.locator(by_testid("jupyter-ci-input"))
+        assert box.is_disabled()
+        assert box.get_attribute("placeholder") == "Configure a model first (see above)"
         screenshot(page, "chat-panel-setup-card")
         assert errors == []
     finally:

@@ -16,7 +16,10 @@ export function ChatInput(props: {
   history: readonly string[];
   attachments: readonly Attachment[];
   busy: boolean;
-  disabled: boolean;
+  /**
+   * Why the box takes no request now (no notebook, no model), or null.
+   */
+  disabled: string | null;
   onSend: (text: string) => void;
   onRemoveAttachment: (attachment: Attachment) => void;
   draft: string;
@@ -103,13 +106,12 @@ export function ChatInput(props: {
         data-testid="jupyter-ci-input"
         aria-label="Ask jupyter-ci (Enter sends, Shift+Enter adds a line, Up and Down recall earlier requests)"
         placeholder={
-          disabled
-            ? 'Open a notebook to ask jupyter-ci'
-            : 'Ask jupyter-ci… (Enter sends, Shift+Enter for a new line)'
+          disabled ??
+          'Ask jupyter-ci… (Enter sends, Shift+Enter for a new line)'
         }
         rows={3}
         value={draft}
-        disabled={disabled}
+        disabled={disabled !== null}
         onChange={event => {
           onDraft(event.target.value);
           setPosition(null);

@@ -94,7 +94,13 @@ export function ChatView(props: {
           history={state.history}
           attachments={state.attachments}
           busy={busy}
-          disabled={state.path === null || noModel}
+          disabled={
+            state.path === null
+              ? 'Open a notebook to ask jupyter-ci'
+              : noModel
+                ? 'Configure a model first (see above)'
+                : null
+          }
           draft={state.draft}
           onDraft={text => controller.setDraft(text)}
           onSend={text => void controller.send(text)}
