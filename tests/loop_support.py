@@ -9,7 +9,7 @@ from typing import Any
 import nbformat
 
 from jupyter_ci import protocol
-from jupyter_ci.agent.loop import AgentRun, RunOutcome, RunRequest
+from jupyter_ci.agent.loop import AgentRun, Approver, RunOutcome, RunRequest
 from jupyter_ci.models.litellm_model import LiteLLMModel
 from jupyter_ci.settings import Settings
 from jupyter_ci.testing import ScriptedModelServer
@@ -61,11 +61,12 @@ async def run_loop(
     model_name: str = "openai/scripted",
     recorder: Recorder | None = None,
     run_holder: list[AgentRun] | None = None,
+    approve: Approver | None = None,
     **settings: Any,
 ) -> RunOutcome:
     chosen = Settings(model=model_name, api_base=server.base_url, **settings)
     model = LiteLLMModel(chosen, api_key=KEY)
-    run = AgentRun(RunRequest(prompt, chosen), workspace, model, on_event=recorder)
+    run = AgentRun(RunRequest(prompt, chosen), workspace, model, on_event=recorder, approve=approve)
     if run_holder is not None:
         run_holder.append(run)
     return await run.run()

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
+from jupyter_ci.agent.loop import Approver, ReviewDecision
 from jupyter_ci.agent.states import RunState
 from jupyter_ci.errors import BudgetExceeded, CellError, ModelError
 from jupyter_ci.testing import Fault, Reply, ScriptedModelServer
@@ -368,3 +369,80 @@ async def test_share_outputs_off_keeps_values_away_from_the_model(tmp_path: Path
     assert "token: str" in sent  # the variable's name and type
     assert "IndexError" in sent  # errors still go back, so fixes work
     assert "outputs are not shared with the model" in sent
+
+
+# --- review mode: Reject is told to the model within the run ------------------------------------
+
+
+def reviewer(*decisions: str) -> tuple[Approver, list[tuple[str, str]]]:
+    """An approver answering ``decisions`` in turn (then ``run``); records what it was shown."""
+    shown: list[tuple[str, str]] = []
+    answers = list(decisions)
+
+    async def approve(cell_id: str, source: str, diff: str) -> ReviewDecision:
+        shown.append((cell_id, source))
+        return ReviewDecision(answers.pop(0) if answers else "run")
+
+    return approve, shown
+
+
+async def test_a_rejected_cell_is_told_to_the_model_and_its_other_proposal_reviewed(
+    workspace: KernelWorkspace,
+) -> None:
+    approve, shown = reviewer("reject", "run")
+    script = [Reply.code("a = 1"), Reply.code("b = 2"), Reply.text("b is 2.")]
+    recorder = Recorder()
+    with ScriptedModelServer(script) as server:
+        outcome = await run_loop(
+            workspace, server, "set a variable", mode="review", approve=approve, recorder=recorder
+        )
+        told = server.chat_requests[1].body["messages"][-1]["content"]
+    assert (outcome.state, outcome.reason) == (RunState.DONE, "answered")
+    # The other proposal went into the same cell (one cell, shown as a diff), was reviewed
+    # again and ran; the rejected code never ran.
+    [cell] = await workspace.read_cells()
+    assert [source for _, source in shown] == ["a = 1", "b = 2"]
+    assert shown[0][0] == shown[1][0] == cell.id
+    assert cell.source == "b = 2"
+    assert cell.execution_count is not None
+    names = {v.name for v in await workspace.inspect_variables()}
+    assert "b" in names
+    assert "a" not in names
+    assert "The user rejected this cell without running it." in told
+    [update] = recorder.of("cell_updated")
+    assert "-a = 1" in update["diff"]
+    assert "+b = 2" in update["diff"]
+    states = [e["state"] for e in recorder.of("state")]
+    assert states[:4] == ["generating", "awaiting_approval", "generating", "awaiting_approval"]
+
+
+async def test_after_a_rejection_prose_ends_the_run_and_the_cell_stays_unrun(
+    workspace: KernelWorkspace,
+) -> None:
+    approve, _ = reviewer("reject")
+    recorder = Recorder()
+    with ScriptedModelServer([Reply.code("a = 1"), Reply.text("Then I stop.")]) as server:
+        outcome = await run_loop(
+            workspace, server, "x", mode="review", approve=approve, recorder=recorder
+        )
+        assert len(server.chat_requests) == 2
+    assert (outcome.state, outcome.reason) == (RunState.DONE, "rejected")
+    assert [e["text"] for e in recorder.of("message") if e["role"] == "assistant"] == [
+        "Then I stop."
+    ]
+    [cell] = await workspace.read_cells()
+    assert (cell.source, cell.execution_count) == ("a = 1", None)
+
+
+async def test_rejections_are_capped_by_max_attempts(workspace: KernelWorkspace) -> None:
+    approve, shown = reviewer("reject", "reject")
+    script = [Reply.code("a = 1"), Reply.code("a = 2"), Reply.code("a = 3")]
+    with ScriptedModelServer(script) as server:
+        outcome = await run_loop(
+            workspace, server, "x", mode="review", approve=approve, max_attempts=2
+        )
+        assert len(server.chat_requests) == 2  # not asked a third time
+    assert (outcome.state, outcome.reason) == (RunState.DONE, "rejected")
+    assert len(shown) == 2
+    [cell] = await workspace.read_cells()
+    assert (cell.source, cell.execution_count) == ("a = 2", None)

@@ -161,6 +161,10 @@ class _Finish(Exception):
         self.error = error
 
 
+class _Rejected(Exception):
+    """Internal: the user rejected the cell awaiting approval."""
+
+
 class AgentRun:
     """One run of the loop. Create it, ``await run()``; ``stop()`` ends it from outside."""
 
@@ -447,9 +451,17 @@ class AgentRun:
         """Run the cell; on failure ask for fixes until it succeeds or attempts run out."""
         attempt = 1
         source = code
+        rejections = 0
         while True:
             if self.settings.mode == "review":
-                source = await self._review(cell_id, source, "")
+                try:
+                    source = await self._review(cell_id, source, "")
+                except _Rejected:
+                    rejections += 1
+                    source = await self._propose_instead(
+                        cell_id, source, messages, rejections, attempt
+                    )
+                    continue
             execution, digest = await self._execute(cell_id, attempt)
             if execution.status is CellStatus.OK:
                 return execution, digest
@@ -550,11 +562,46 @@ class AgentRun:
         self._move(RunState.AWAITING_APPROVAL)
         decision = await self.approve(cell_id, source, diff)
         if decision.decision == "reject":
-            raise _Finish(RunState.DONE, "rejected")
+            raise _Rejected()
         if decision.source is not None and decision.source != source:
             await self.workspace.replace_source(cell_id, decision.source)
             return decision.source
         return source
+
+    async def _propose_instead(
+        self,
+        cell_id: str,
+        rejected: str,
+        messages: list[dict[str, Any]],
+        rejections: int,
+        attempt: int,
+    ) -> str:
+        """After the user rejected a cell: tell the model, and put its other proposal into the
+        same (unrun) cell, shown as a diff and reviewed again; returns it.
+
+        The run ends ("rejected") when the model answers in prose instead, or once the cell was
+        rejected ``max_attempts`` times (the model is not asked again).
+        """
+        if rejections >= self.settings.max_attempts:
+            raise _Finish(RunState.DONE, "rejected")
+        self._move(RunState.GENERATING)
+        messages.append({"role": "user", "content": render("cell_rejected", comment="")})
+        reply, code, _ = await self._generate(messages, stream_after=NO_STREAM)
+        messages.append({"role": "assistant", "content": reply.text or code or ""})
+        if code is None:
+            answer = reply.text.strip()
+            if answer:
+                self.emit("message", role="assistant", text=answer)
+            raise _Finish(RunState.DONE, "rejected")
+        await self.workspace.replace_source(cell_id, code)
+        self.emit(
+            "cell_updated",
+            cell_id=cell_id,
+            source=code,
+            diff=_diff(rejected, code),
+            attempt=attempt,
+        )
+        return code
 
     async def _propose_pip(self, package: str, failing_cell: str) -> None:
         cells = await self.workspace.read_cells()

@@ -215,7 +215,8 @@ def test_review_mode_run_edit_and_reject(
             Reply.code("r2 = 'second'\nprint(r2)"),
             Reply.text("Both ran."),
             Reply.code("r3 = 'third'\nprint(r3)"),
-            Reply.text("Noted."),
+            Reply.text("Noted: I will not run it."),
+            Reply.text("Nothing else to do."),
         ]
     )
     path = write_notebook(model_lab, ["r0 = 0"])
@@ -254,12 +255,15 @@ def test_review_mode_run_edit_and_reject(
         assert "mine" in text_of(second["outputs"])
         assert messages(page, "assistant")[-1] == "Both ran."
 
-        # Reject: the cell never runs and the run ends, saying so.
+        # Reject: the cell never runs; the model is told at once, answers in prose, and the
+        # run ends, saying so.
         ask(page, "one more")
         review.wait_for(timeout=60_000)
         review.get_by_role("button", name="Reject this cell without running it").click()
         assert wait_run_state(page, TERMINAL) == "done", conversation_text(page)
         assert any("rejected" in step for step in steps(page)), steps(page)
+        assert "The user rejected this cell" in request_text(model.chat_requests[-1])
+        assert messages(page, "assistant")[-1] == "Noted: I will not run it."
         third = next(c for c in cells(page, path) if c["source"].startswith("r3"))
         assert third["source"] == "r3 = 'third'\nprint(r3)"
         assert third["outputs"] == []

@@ -166,7 +166,9 @@ async def test_a_rejected_cell_is_reported_to_the_model_in_the_next_request(
     tab_factory: TabFactory,
     jp_fetch: Any,
 ) -> None:
-    model_server.set_script([Reply.code("print('unwanted')"), Reply.text("Understood.")])
+    model_server.set_script(
+        [Reply.code("print('unwanted')"), Reply.text("Understood."), Reply.text("Nothing else.")]
+    )
     kernel_id = await start_kernel()
     tab = tab_factory()
     tab.open_notebook("a.ipynb", kernel_id)
@@ -192,6 +194,9 @@ async def test_a_rejected_cell_is_reported_to_the_model_in_the_next_request(
     end = await tab.wait_for_event(finished, run_id, timeout=60)
     assert (end["state"], end["reason"]) == ("done", "rejected")
     assert tab.notebooks["a.ipynb"].cell(inserted["cell_id"])["outputs"] == []
+    # Within the run the model was told at once, and answered in prose (which ended the run).
+    told = model_server.chat_requests[1].body["messages"][-1]["content"]
+    assert "The user rejected this cell without running it." in str(told)
     # The store is written off the run's path: wait for the record of the rejection.
     users: list[str] = []
     for _ in range(100):
