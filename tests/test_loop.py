@@ -281,6 +281,40 @@ async def test_stop_while_a_cell_runs_interrupts_and_is_not_fixed(
     assert outcome.reason == "user"
 
 
+async def test_stop_interrupts_again_a_cell_that_ignores_the_first_interrupt(
+    workspace: KernelWorkspace,
+) -> None:
+    stubborn = (
+        "import time\n"
+        "try:\n"
+        "    time.sleep(600)\n"
+        "except KeyboardInterrupt:\n"
+        "    print('ignored one interrupt', flush=True)\n"
+        "    time.sleep(600)"
+    )
+    recorder = Recorder()
+    holder: list = []
+    with ScriptedModelServer([Reply.code(stubborn), Reply.code("x = 1", times=None)]) as server:
+        task = asyncio.ensure_future(
+            run_loop(workspace, server, "sleep", recorder=recorder, run_holder=holder)
+        )
+        for _ in range(500):
+            if recorder.of("execution_started"):
+                break
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.5)
+        holder[0].stop()
+        outcome = await asyncio.wait_for(task, 30)
+        assert len(server.chat_requests) == 1
+    assert (outcome.state, outcome.reason) == (RunState.STOPPED, "user")
+    [cell] = await workspace.read_cells()
+    printed = "".join(o.get("text", "") for o in cell.outputs if o["output_type"] == "stream")
+    assert "ignored one interrupt" in printed
+    assert [o["ename"] for o in cell.outputs if o["output_type"] == "error"] == [
+        "KeyboardInterrupt"
+    ]
+
+
 async def test_missing_package_is_proposed_not_installed(workspace: KernelWorkspace) -> None:
     with ScriptedModelServer([Reply.code("import sklearn_does_not_exist_xyz")]) as server:
         outcome = await run_loop(workspace, server, "fit")

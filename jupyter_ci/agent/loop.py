@@ -49,6 +49,11 @@ EventCallback = Callable[[dict[str, Any]], None]
 DIGEST_CHARS = 4000
 #: Tokens kept free for the request and the model's reply when sizing the notebook view.
 RESERVED_TOKENS = 1200
+#: After Stop, the kernel is interrupted again every this many seconds while the cell still
+#: runs (an interrupt that reached the kernel before the cell's code, or code that catches
+#: KeyboardInterrupt), at most :data:`STOP_INTERRUPTS` times in all.
+STOP_INTERRUPT_EVERY = 2.0
+STOP_INTERRUPTS = 5
 
 #: Import names whose pip package is named differently.
 PIP_NAMES = {
@@ -220,7 +225,15 @@ class AgentRun:
         if self._model_task is not None and not self._model_task.done():
             self._model_task.cancel()
         if self._executing:
-            self._interrupt_task = asyncio.ensure_future(self.workspace.interrupt())
+            self._interrupt_task = asyncio.ensure_future(self._interrupt_until_stopped())
+
+    async def _interrupt_until_stopped(self) -> None:
+        """Interrupt the running cell, again while it keeps running (see STOP_INTERRUPT_EVERY)."""
+        for _ in range(STOP_INTERRUPTS):
+            await self.workspace.interrupt()
+            await asyncio.sleep(STOP_INTERRUPT_EVERY)
+            if not self._executing:
+                return
 
     # --- events -------------------------------------------------------------------------------
 
@@ -803,6 +816,8 @@ class AgentRun:
     def _end(
         self, state: RunState, reason: str, error: JupyterCIError | None, answer: str
     ) -> RunOutcome:
+        if self._interrupt_task is not None and not self._interrupt_task.done():
+            self._interrupt_task.cancel()  # no cell runs any more: no further interrupts
         if self.machine.state is RunState.QUEUED and state is RunState.DONE:
             self._move(RunState.GENERATING)
         self.machine.advance(state, reason)
