@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from jupyter_ci.agent.loop import Approver, ReviewDecision
+from jupyter_ci.agent.loop import AgentRun, Approver, ReviewDecision, RunOutcome
 from jupyter_ci.agent.states import RunState
 from jupyter_ci.errors import BudgetExceeded, CellError, ModelError
 from jupyter_ci.testing import Fault, Reply, ScriptedModelServer
@@ -259,23 +259,30 @@ async def test_stop_mid_stream_closes_it(workspace: KernelWorkspace) -> None:
     assert request.client_closed_early
 
 
+async def stopped_while_running(
+    workspace: KernelWorkspace, server: ScriptedModelServer, timeout: float
+) -> RunOutcome:
+    """Run a request, Stop it half a second after its first cell began; its outcome."""
+    recorder = Recorder()
+    holder: list[AgentRun] = []
+    task = asyncio.ensure_future(
+        run_loop(workspace, server, "sleep", recorder=recorder, run_holder=holder)
+    )
+    for _ in range(500):
+        if recorder.of("execution_started"):
+            break
+        await asyncio.sleep(0.02)
+    await asyncio.sleep(0.5)
+    holder[0].stop()
+    return await asyncio.wait_for(task, timeout)
+
+
 async def test_stop_while_a_cell_runs_interrupts_and_is_not_fixed(
     workspace: KernelWorkspace,
 ) -> None:
-    recorder = Recorder()
-    holder: list = []
     script = [Reply.code("import time\ntime.sleep(600)"), Reply.code("x = 1", times=None)]
     with ScriptedModelServer(script) as server:
-        task = asyncio.ensure_future(
-            run_loop(workspace, server, "sleep", recorder=recorder, run_holder=holder)
-        )
-        for _ in range(500):
-            if recorder.of("execution_started"):
-                break
-            await asyncio.sleep(0.02)
-        await asyncio.sleep(0.5)
-        holder[0].stop()
-        outcome = await asyncio.wait_for(task, 20)
+        outcome = await stopped_while_running(workspace, server, timeout=20)
         assert len(server.chat_requests) == 1
     assert outcome.state is RunState.STOPPED
     assert outcome.reason == "user"
@@ -292,19 +299,8 @@ async def test_stop_interrupts_again_a_cell_that_ignores_the_first_interrupt(
         "    print('ignored one interrupt', flush=True)\n"
         "    time.sleep(600)"
     )
-    recorder = Recorder()
-    holder: list = []
     with ScriptedModelServer([Reply.code(stubborn), Reply.code("x = 1", times=None)]) as server:
-        task = asyncio.ensure_future(
-            run_loop(workspace, server, "sleep", recorder=recorder, run_holder=holder)
-        )
-        for _ in range(500):
-            if recorder.of("execution_started"):
-                break
-            await asyncio.sleep(0.02)
-        await asyncio.sleep(0.5)
-        holder[0].stop()
-        outcome = await asyncio.wait_for(task, 30)
+        outcome = await stopped_while_running(workspace, server, timeout=30)
         assert len(server.chat_requests) == 1
     assert (outcome.state, outcome.reason) == (RunState.STOPPED, "user")
     [cell] = await workspace.read_cells()
@@ -460,7 +456,11 @@ async def test_after_a_rejection_prose_ends_the_run_and_the_cell_stays_unrun(
             workspace, server, "x", mode="review", approve=approve, recorder=recorder
         )
         assert len(server.chat_requests) == 2
-    assert (outcome.state, outcome.reason) == (RunState.DONE, "rejected")
+    assert (outcome.state, outcome.reason, outcome.answer) == (
+        RunState.DONE,
+        "rejected",
+        "Then I stop.",
+    )
     assert [e["text"] for e in recorder.of("message") if e["role"] == "assistant"] == [
         "Then I stop."
     ]

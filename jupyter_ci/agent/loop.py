@@ -159,11 +159,18 @@ NO_STREAM = _NoStream()
 class _Finish(Exception):
     """Internal: end the run now with this state and reason."""
 
-    def __init__(self, state: RunState, reason: str, error: JupyterCIError | None = None) -> None:
+    def __init__(
+        self,
+        state: RunState,
+        reason: str,
+        error: JupyterCIError | None = None,
+        answer: str = "",
+    ) -> None:
         super().__init__(reason)
         self.state = state
         self.reason = reason
         self.error = error
+        self.answer = answer
 
 
 class _Rejected(Exception):
@@ -278,10 +285,7 @@ class AgentRun:
                 reply, code, cell_id = await self._generate(messages, stream_after=after_id)
                 messages.append({"role": "assistant", "content": reply.text or code or ""})
                 if code is None:
-                    answer = reply.text.strip()
-                    if answer:
-                        self.emit("message", role="assistant", text=answer)
-                    raise _Finish(RunState.DONE, "answered")
+                    raise self._answered(reply, "answered")
                 step += 1
                 if cell_id is None:
                     cell_id = await self._insert(after_id, code, step)
@@ -304,7 +308,7 @@ class AgentRun:
                 )
                 self._move(RunState.GENERATING)
         except _Finish as finish:
-            return self._end(finish.state, finish.reason, finish.error, answer)
+            return self._end(finish.state, finish.reason, finish.error, finish.answer or answer)
         except asyncio.CancelledError:
             if not self._stopping:
                 raise
@@ -581,6 +585,13 @@ class AgentRun:
             return decision.source
         return source
 
+    def _answered(self, reply: ModelReply, reason: str) -> _Finish:
+        """The end of the run with the model's prose as its answer (sent as a message)."""
+        answer = reply.text.strip()
+        if answer:
+            self.emit("message", role="assistant", text=answer)
+        return _Finish(RunState.DONE, reason, answer=answer)
+
     async def _propose_instead(
         self,
         cell_id: str,
@@ -602,10 +613,7 @@ class AgentRun:
         reply, code, _ = await self._generate(messages, stream_after=NO_STREAM)
         messages.append({"role": "assistant", "content": reply.text or code or ""})
         if code is None:
-            answer = reply.text.strip()
-            if answer:
-                self.emit("message", role="assistant", text=answer)
-            raise _Finish(RunState.DONE, "rejected")
+            raise self._answered(reply, "rejected")
         await self.workspace.replace_source(cell_id, code)
         self.emit(
             "cell_updated",
