@@ -449,14 +449,7 @@ class AgentRun:
         if fixed is None:
             raise BadCodeBlock("The model answered without a fix for the cell.", reply.text)
         self.cells.append(cell_id)
-        await self.workspace.replace_source(cell_id, fixed)
-        self.emit(
-            "cell_updated",
-            cell_id=cell_id,
-            source=fixed,
-            diff=_diff(target.source, fixed),
-            attempt=1,
-        )
+        await self._rewrite(cell_id, target.source, fixed, attempt=1)
         if self.settings.mode == "insert":
             return _prose(reply.text)
         await self._run_until_fixed(cell_id, fixed, messages)
@@ -514,9 +507,7 @@ class AgentRun:
                     "The model answered without a fix for the failing cell.", reply.text
                 )
             attempt += 1
-            diff = _diff(source, fixed)
-            await self.workspace.replace_source(cell_id, fixed)
-            self.emit("cell_updated", cell_id=cell_id, source=fixed, diff=diff, attempt=attempt)
+            await self._rewrite(cell_id, source, fixed, attempt)
             source = fixed
 
     async def _execute(self, cell_id: str, attempt: int) -> tuple[Execution, Digest]:
@@ -585,6 +576,12 @@ class AgentRun:
             return decision.source
         return source
 
+    async def _rewrite(self, cell_id: str, before: str, after: str, attempt: int) -> None:
+        """Replace a cell's code and announce it with the diff (a fix, a repair, a re-proposal)."""
+        await self.workspace.replace_source(cell_id, after)
+        diff = _diff(before, after)
+        self.emit("cell_updated", cell_id=cell_id, source=after, diff=diff, attempt=attempt)
+
     def _answered(self, reply: ModelReply, reason: str) -> _Finish:
         """The end of the run with the model's prose as its answer (sent as a message)."""
         answer = reply.text.strip()
@@ -614,14 +611,7 @@ class AgentRun:
         messages.append({"role": "assistant", "content": reply.text or code or ""})
         if code is None:
             raise self._answered(reply, "rejected")
-        await self.workspace.replace_source(cell_id, code)
-        self.emit(
-            "cell_updated",
-            cell_id=cell_id,
-            source=code,
-            diff=_diff(rejected, code),
-            attempt=attempt,
-        )
+        await self._rewrite(cell_id, rejected, code, attempt)
         return code
 
     async def _propose_pip(self, package: str, failing_cell: str) -> None:
@@ -707,14 +697,7 @@ class AgentRun:
             streamed = fence.code
             final = code if code is not None else streamed
             if final != streamed:
-                await self.workspace.replace_source(cell_id, final)
-                self.emit(
-                    "cell_updated",
-                    cell_id=cell_id,
-                    source=final,
-                    diff=_diff(streamed, final),
-                    attempt=1,
-                )
+                await self._rewrite(cell_id, streamed, final, attempt=1)
             code = final
         return reply, code, cell_id
 

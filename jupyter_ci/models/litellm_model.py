@@ -131,23 +131,23 @@ class LiteLLMModel:
             if on_text is not None:
                 on_text(text)
 
+        rate_limited = 0
         reset_retried = False
-        for attempt in range(MAX_RATE_LIMIT_RETRIES + 1):
+        while True:
             try:
                 return await self._stream(litellm, messages, tools, relay)
-            except _ConnectionReset:
-                # A kept-alive connection the server had closed (llama.cpp's server does so
-                # after a request it aborted): nothing was sent or received; ask again, once.
-                if reset_retried or streamed:
-                    raise
-                reset_retried = True
-                return await self._stream(litellm, messages, tools, relay)
             except ModelError as err:
-                retryable = err.kind == "rate_limit" and attempt < MAX_RATE_LIMIT_RETRIES
-                if not retryable or streamed:
+                if streamed:
                     raise
+                if isinstance(err, _ConnectionReset) and not reset_retried:
+                    # A kept-alive connection the server had closed (llama.cpp's server does
+                    # so after a request it aborted): nothing was sent or received.
+                    reset_retried = True
+                    continue
+                if err.kind != "rate_limit" or rate_limited >= MAX_RATE_LIMIT_RETRIES:
+                    raise
+                rate_limited += 1
                 await asyncio.sleep(min(err.retry_after or 1.0, MAX_RETRY_WAIT))
-        raise AssertionError("unreachable")  # pragma: no cover
 
     async def _stream(
         self,

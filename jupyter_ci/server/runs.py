@@ -422,8 +422,8 @@ class RunManager:
             )
         assert run is not None
         if decision == "reject":
-            # Kept in the conversation as the user's word, so the model's next request of this
-            # notebook knows the cell was turned down (the run itself ends here).
+            # Kept in the conversation as the user's word, so the notebook's later requests know
+            # the cell was turned down (this run's model is told by the loop itself).
             rejected = run.workspace.written.get(cell_id, "")
             run.writes.put_nowait(
                 {
