@@ -67,11 +67,12 @@ class HoldBatch:
     """After a handoff, refuse the rest of the same tab's batch (an input transformer).
 
     A request belongs to the batch when it comes from the same kernel session, was sent (by the
-    browser's clock, as the ``%%ci`` request was) within :data:`BATCH_WINDOW` of the ``%%ci``,
-    and is not run by jupyter-ci itself (``metadata.jupyter_ci_resume``: a generated cell or the
-    batch's continuation). The batch was sent before anything jupyter-ci runs, on the same
-    channel, so the first such request ends the hold, as do the first request of that session
-    sent after the window and :data:`HOLD_LIMIT`.
+    clock of the sender, as the ``%%ci`` request was) within :data:`BATCH_WINDOW` of the
+    ``%%ci``, and is not run by jupyter-ci itself (``metadata.jupyter_ci_resume``: a generated
+    cell or the batch's continuation). The batch was sent before anything jupyter-ci runs, so the
+    first such request (from any session: a server-side executor sends the batch from the
+    server's) ends the hold, as do the first request of that session sent after the window and
+    :data:`HOLD_LIMIT`.
     """
 
     def __init__(self, shell: Any, session: str, sent: datetime) -> None:
@@ -101,12 +102,14 @@ class HoldBatch:
         header = parent.get("header") if isinstance(parent, Mapping) else None
         content = parent.get("content") if isinstance(parent, Mapping) else None
         metadata = parent.get("metadata") if isinstance(parent, Mapping) else None
+        if isinstance(metadata, Mapping) and metadata.get("jupyter_ci_resume"):
+            # From any session: with a server-side executor the batch comes from the server's
+            # session, and the tab runs its generated cells and continuation from its own.
+            self.remove()
+            return lines
         if not isinstance(header, Mapping) or header.get("session") != self.session:
             return lines
         if isinstance(content, Mapping) and content.get("silent"):
-            return lines
-        if isinstance(metadata, Mapping) and metadata.get("jupyter_ci_resume"):
-            self.remove()
             return lines
         sent = _date(header.get("date"))
         if sent is None or sent > self.until:
@@ -203,6 +206,8 @@ class CIMagics(Magics):
         self.generated: dict[int, str] = {}
         #: ``%ci --progress`` for this session (a magic-only switch, not a shared option).
         self.progress: str | None = None
+        #: Expectations of a jupyter-ci tab already handed off (see :mod:`jupyter_ci.expected`).
+        self.taken: set[str] = set()
 
     # --- settings -----------------------------------------------------------------------------
 
@@ -290,7 +295,8 @@ class CIMagics(Magics):
             print("jupyter-ci: write a request after %%ci, e.g. `%%ci plot the iris data`.")
             return
         parent = parent_request(self.shell)
-        if should_hand_off(parent) and _cell_id(parent):
+        cell_id = _cell_id(parent) if should_hand_off(parent) else self.expected_cell(parent)
+        if cell_id:
             # The server holds the model and its configuration; only the values' types are
             # checked here (the server checks what they may choose).
             try:
@@ -299,7 +305,7 @@ class CIMagics(Magics):
             except ValueError as err:
                 print(f"jupyter-ci: {err}")
                 return
-            hand_off(self.shell, parent, prompt, typed, session, regenerate)
+            hand_off(self.shell, parent, prompt, typed, session, regenerate, cell_id)
         try:
             settings = self.settings(given)
             if not settings.model:
@@ -319,6 +325,32 @@ class CIMagics(Magics):
 
         choice = progress or self.progress or env_progress or "auto"
         run_here(self.shell, prompt, settings, self.generated, progress=choose_view(choice, parent))
+
+    def expected_cell(self, parent: Mapping[str, Any] | None) -> str:
+        """The cell a jupyter-ci tab expects an unstamped request to be ("" if none).
+
+        A server-side executor (jupyter-server-nbmodel) sends the cell without its metadata;
+        the tab told the jupyter-ci server which ``%%ci`` cell it scheduled, and the server wrote
+        it next to this kernel's connection file with the session its executor sends from.
+        """
+        header = parent.get("header") if isinstance(parent, Mapping) else None
+        content = parent.get("content") if isinstance(parent, Mapping) else None
+        session = header.get("session") if isinstance(header, Mapping) else None
+        code = content.get("code") if isinstance(content, Mapping) else None
+        if not isinstance(session, str) or not session or not isinstance(code, str):
+            return ""
+        try:
+            from ipykernel.connect import get_connection_file
+
+            connection_file = get_connection_file()
+        except Exception:
+            return ""
+        from . import expected
+
+        found = expected.expected_cell(
+            expected.path_for(connection_file), session, code, self.taken
+        )
+        return found or ""
 
     def is_enabled(self) -> bool:
         """Whether ``%%ci`` acts: not switched off by ``%ci off`` nor by JUPYTER_CI_DISABLE."""
@@ -345,12 +377,14 @@ def hand_off(
     options: Mapping[str, Any],
     session_options: Mapping[str, Any],
     regenerate: bool,
+    cell_id: str,
 ) -> None:
-    """Hand the request to the JupyterLab tab that sent it, then stop the execution queue.
+    """Hand the request of cell ``cell_id`` to the JupyterLab tab that sent it, then stop the
+    execution queue.
 
-    Outputs the handoff payload (DESIGN.md §3; the tab whose kernel session sent this request
-    claims it, once), holds back the rest of the tab's batch (:class:`HoldBatch`) and raises
-    :class:`JupyterCIHandoff`.
+    Outputs the handoff payload (DESIGN.md §3; the tab whose kernel session sent this request,
+    or that expects it from a server-side executor, claims it, once), holds back the rest of the
+    batch (:class:`HoldBatch`) and raises :class:`JupyterCIHandoff`.
     """
     import secrets
 
@@ -365,7 +399,7 @@ def hand_off(
         "prompt": prompt,
         "options": dict(options),
         "session_options": dict(session_options),
-        "cell_id": _cell_id(parent),
+        "cell_id": cell_id,
         "nonce": secrets.token_hex(16),
         "jupyter_ci_version": __version__,
         "regenerate": regenerate,

@@ -381,6 +381,17 @@ class PreviewRequest(TypedDict):
     user_options: NotRequired[dict[str, Any]]
 
 
+class ExpectHandoffRequest(TypedDict):
+    """The tab scheduled this ``%%ci`` cell (for a server-side executor's request)."""
+
+    request: Literal["expect_handoff"]
+    request_id: NotRequired[str]
+    notebook_path: str
+    kernel_id: str
+    cell_id: str
+    code: str
+
+
 # --- replies and notices (server → clients) ----------------------------------------------------
 
 
@@ -426,6 +437,7 @@ class RequestAccepted(TypedDict):
     server_version: NotRequired[str]
     note: NotRequired[str]
     preview: NotRequired[Preview]
+    expected: NotRequired[bool]
 
 
 class RequestRefused(TypedDict):
@@ -460,6 +472,7 @@ ClientRequest = (
     | ReviewRequest
     | ReplayRequest
     | PreviewRequest
+    | ExpectHandoffRequest
 )
 RequestReply = RequestAccepted | RequestRefused
 Notice = RunsNotice | ErrorNotice
@@ -522,6 +535,7 @@ TYPES: dict[str, type] = {
         ReviewRequest,
         ReplayRequest,
         PreviewRequest,
+        ExpectHandoffRequest,
         RunInfo,
         Preview,
         RequestAccepted,

@@ -15,6 +15,7 @@ from ..config import JupyterCI
 from ..models.base import Model
 from ..settings import Layer, Settings, resolve_settings
 from .dispatch import Dispatcher
+from .expectations import HandoffExpectations
 from .handlers import ConversationHandler, ExportHandler, StatusHandler
 from .hub import Hub
 from .keys import PROVIDER_KEY_VARIABLES, KeyRing
@@ -89,7 +90,10 @@ class JupyterCIServer(ExtensionApp):
         )
         self.hub.on_connected = self.manager.client_connected
         self.hub.on_disconnected = self.manager.client_disconnected
-        self.dispatcher = Dispatcher(self.hub, self.manager)
+        self.expectations = HandoffExpectations(
+            lambda: self.serverapp.kernel_manager if self.serverapp else None, logger=self.log
+        )
+        self.dispatcher = Dispatcher(self.hub, self.manager, expectations=self.expectations)
         #: Set once the store is open and the server's events are listened to.
         self.started = asyncio.Event()
         self._starting: asyncio.Future[None] | None = None
@@ -138,6 +142,7 @@ class JupyterCIServer(ExtensionApp):
     async def stop_extension(self) -> None:
         """Stop the runs and close the store."""
         await self.manager.close()
+        self.expectations.close()
         await self.store.close()
 
     # --- events of the server --------------------------------------------------------------
@@ -148,8 +153,10 @@ class JupyterCIServer(ExtensionApp):
         action = data.get("action")
         if action == "restart":
             self.manager.kernel_restarted(str(data["kernel_id"]))
+            self.expectations.forget(str(data["kernel_id"]))
         elif action == "shutdown":
             self.manager.kernel_restarted(str(data["kernel_id"]), shutdown=True)
+            self.expectations.forget(str(data["kernel_id"]))
 
     async def _on_contents_event(
         self, logger: Any, schema_id: str, data: Mapping[str, Any]

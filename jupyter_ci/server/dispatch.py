@@ -1,10 +1,11 @@
 """What the server does with each message a tab sends: one small dispatcher.
 
 It takes the raw text of a websocket message and a connection, checks the message against the
-protocol schema (``ClientMessage``), and hands it to the hub (``hello``, ``subscribe``) or the run
-manager (``start_run``, ``stop_run``, ``review``, ``replay``, call replies). Every request with a
-``request_id`` gets a ``RequestReply``; a message that cannot be handled gets an ``ErrorNotice``
-and the connection stays open. Tests feed it plain strings, no socket needed.
+protocol schema (``ClientMessage``), and hands it to the hub (``hello``, ``subscribe``), the run
+manager (``start_run``, ``stop_run``, ``review``, ``replay``, call replies) or the handoff
+expectations (``expect_handoff``). Every request with a ``request_id`` gets a ``RequestReply``;
+a message that cannot be handled gets an ``ErrorNotice`` and the connection stays open. Tests
+feed it plain strings, no socket needed.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from .. import protocol
 from .._version import __version__
+from .expectations import HandoffExpectations
 from .hub import Connection, Hub
 from .runs import RunManager, RunRefused
 
@@ -37,10 +39,16 @@ class Dispatcher:
     """Routes the messages of every connection."""
 
     def __init__(
-        self, hub: Hub, manager: RunManager, *, max_bytes: int = MAX_MESSAGE_BYTES
+        self,
+        hub: Hub,
+        manager: RunManager,
+        *,
+        expectations: HandoffExpectations | None = None,
+        max_bytes: int = MAX_MESSAGE_BYTES,
     ) -> None:
         self.hub = hub
         self.manager = manager
+        self.expectations = expectations
         self.max_bytes = max_bytes
 
     async def handle(self, connection: Connection, raw: str | bytes) -> None:
@@ -87,7 +95,15 @@ class Dispatcher:
             if kind == "subscribe":
                 self.hub.subscribe(connection, message["notebook_paths"])
                 self._accept(connection, message)
+            elif kind == "expect_handoff":
+                written = self.expectations is not None and self.expectations.expect(
+                    str(message["kernel_id"]), str(message["cell_id"]), str(message["code"])
+                )
+                self._accept(connection, message, expected=written)
             elif kind == "start_run":
+                anchor = message.get("anchor_cell_id")
+                if self.expectations is not None and message.get("handoff_nonce") and anchor:
+                    self.expectations.fulfilled(str(message["kernel_id"]), str(anchor))
                 result = await self.manager.start(client_id, message)
                 fields: dict[str, Any] = {"position": result.position}
                 if result.run_id:

@@ -1,5 +1,5 @@
 import { ISessionContext, Notification } from '@jupyterlab/apputils';
-import { Cell, CodeCell, ICellModel } from '@jupyterlab/cells';
+import { Cell, CodeCell, ICellModel, ICodeCellModel } from '@jupyterlab/cells';
 import { Notebook, NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
 import { PromiseDelegate } from '@lumino/coreutils';
 import { IDisposable } from '@lumino/disposable';
@@ -21,6 +21,7 @@ import { NotebookIndex } from './notebooks';
 import type { IErrorInfo, IHandoff } from './protocol';
 import { PROTOCOL_VERSION } from './protocolConstants';
 import { RunTracker } from './runs';
+import { ScheduleLog } from './scheduleLog';
 import { makeStatus, statusLine } from './statusData';
 import { StatusOutputs } from './statusOutput';
 
@@ -37,6 +38,14 @@ import { StatusOutputs } from './statusOutput';
  *   handoff output (see `KernelWatcher`); the claim is a `start_run` with the
  *   handoff's nonce (the server accepts each nonce once). The `%%ci` cell's
  *   outputs then become one status output that follows the run.
+ * - **Server-side executors.** jupyter-server-nbmodel runs cells from the
+ *   server, without their metadata, so the stamp never reaches the kernel.
+ *   The tab therefore also tells the jupyter-ci server, at the same moment,
+ *   which `%%ci` cell it scheduled (`expect_handoff`); the magic recognises
+ *   that cell's request by its code and the server's session, and hands it
+ *   off with the cell's id. This tab claims such a handoff only for a cell it
+ *   scheduled and expects; the cell's end and the cells queued behind it come
+ *   from the notebook's own signals (`ScheduleLog`).
  * - **Run All.** The magic ends by stopping the kernel's queue; once the run
  *   is done (or the server answered without a run), the cells that stop
  *   aborted run, in order. If the run failed or was stopped they do not run,
@@ -50,6 +59,7 @@ export class HandoffController implements IDisposable {
     this._runs = options.runs;
     this._statusOutputs = options.statusOutputs;
     this._userOptions = options.userOptions;
+    this._schedule = new ScheduleLog();
     NotebookActions.executionScheduled.connect(this._onScheduled);
     this._index.tracker.widgetAdded.connect(this._onPanel);
     this._index.tracker.forEach(panel => this._watch(panel));
@@ -80,6 +90,7 @@ export class HandoffController implements IDisposable {
     }
     this._isDisposed = true;
     NotebookActions.executionScheduled.disconnect(this._onScheduled);
+    this._schedule.dispose();
     this._index.tracker.widgetAdded.disconnect(this._onPanel);
     for (const watcher of this._watchers.values()) {
       watcher.dispose();
@@ -103,8 +114,37 @@ export class HandoffController implements IDisposable {
     const panel = this._index.tracker.find(p => p.content === notebook);
     if (panel) {
       this.stamp(panel, cell.model);
+      this._expect(panel, cell.model);
     }
   };
+
+  /**
+   * Tell the server this `%%ci` cell was scheduled, in case a server-side
+   * executor runs it (see the class comment).
+   */
+  private _expect(panel: NotebookPanel, model: ICellModel): void {
+    const kernel = panel.sessionContext.session?.kernel;
+    if (!kernel) {
+      return;
+    }
+    const cellId = model.id;
+    this._expected.add(Private.key(kernel.id, cellId));
+    this._connection
+      .request(
+        {
+          request: 'expect_handoff',
+          notebook_path: panel.context.path,
+          kernel_id: kernel.id,
+          cell_id: cellId,
+          code: model.sharedModel.getSource()
+        },
+        { queueTimeout: Private.EXPECT_TIMEOUT }
+      )
+      .catch((error: unknown) => {
+        // Only a server-side executor's request needs it; the stamp serves the rest.
+        console.debug('jupyter-ci: expect_handoff not sent', error);
+      });
+  }
 
   // --- watching kernels --------------------------------------------------------
 
@@ -148,28 +188,49 @@ export class HandoffController implements IDisposable {
     if (!handoff || this._claimed.has(handoff.nonce)) {
       return;
     }
-    if (
-      handoff.kernel_session &&
-      handoff.kernel_session !== seen.kernel.clientId
-    ) {
-      return; // another tab's request
-    }
-    this._claimed.add(handoff.nonce);
     const panel = this._index.tracker.find(
       p => p.sessionContext === watcher.sessionContext
     );
     if (!panel) {
       return;
     }
-    const request: Private.IClaim = {
-      watcher,
-      requestId: seen.requestId,
-      path: panel.context.path,
-      cellId: handoff.cell_id
-    };
+    const expected = Private.key(seen.kernel.id, handoff.cell_id);
+    let request: Private.IClaim;
+    if (seen.own) {
+      if (
+        handoff.kernel_session &&
+        handoff.kernel_session !== seen.kernel.clientId
+      ) {
+        return;
+      }
+      request = {
+        path: panel.context.path,
+        cellId: handoff.cell_id,
+        done: () => watcher.executionDone(seen.requestId),
+        aborted: () => watcher.abortedAfter(seen.requestId)
+      };
+    } else {
+      // Another client's request: claimed only if it is a server-side
+      // executor's run of a %%ci cell this tab scheduled.
+      if (
+        handoff.kernel_session !== seen.session ||
+        !this._expected.has(expected)
+      ) {
+        return;
+      }
+      const notebook = panel.content;
+      request = {
+        path: panel.context.path,
+        cellId: handoff.cell_id,
+        done: () => this._serverExecuted(notebook, handoff.cell_id),
+        aborted: () => this._schedule.failedAfter(notebook, handoff.cell_id)
+      };
+    }
+    this._expected.delete(expected);
+    this._claimed.add(handoff.nonce);
     this._statusOutputs.release(request.cellId);
     if (handoff.version !== PROTOCOL_VERSION) {
-      await watcher.executionDone(seen.requestId);
+      await request.done();
       this._statusOutputs.write(
         request.cellId,
         makeStatus({
@@ -195,7 +256,7 @@ export class HandoffController implements IDisposable {
     handoff: IHandoff,
     kernelId: string
   ): Promise<string | null> {
-    const { watcher, requestId, path, cellId } = claim;
+    const { path, cellId } = claim;
     const message: OutgoingRequest = {
       request: 'start_run',
       notebook_path: path,
@@ -224,7 +285,7 @@ export class HandoffController implements IDisposable {
     });
     // The handoff output and the queue-stopping error give way to the status
     // once the kernel is done with the cell.
-    await watcher.executionDone(requestId);
+    await claim.done();
     this._statusOutputs.write(cellId, makeStatus({ state: 'starting' }));
     let reply;
     try {
@@ -248,6 +309,27 @@ export class HandoffController implements IDisposable {
       makeStatus({ run_id: reply.run_id, state, note })
     );
     return reply.run_id;
+  }
+
+  /**
+   * Resolves when a server-side executor's run of the `%%ci` cell has ended
+   * and its outputs (the handoff, the queue-stopping error) are in the cell:
+   * with real-time collaboration they come through the shared document, and
+   * may arrive just after the executor's reply.
+   */
+  private async _serverExecuted(
+    notebook: Notebook,
+    cellId: string
+  ): Promise<void> {
+    await this._schedule.executed(notebook, cellId);
+    const deadline = Date.now() + Private.OUTPUTS_SETTLE;
+    while (Date.now() < deadline) {
+      const found = this._index.findCellAnywhere(cellId);
+      if (!found || Private.stoppedTheQueue(found.model)) {
+        return;
+      }
+      await new Promise(resolve => window.setTimeout(resolve, 50));
+    }
   }
 
   /**
@@ -302,7 +384,7 @@ export class HandoffController implements IDisposable {
    * `%%ci` cell, and those an earlier continuation handed on to it.
    */
   private async _heldBack(claim: Private.IClaim): Promise<string[]> {
-    const aborted = await claim.watcher.abortedAfter(claim.requestId);
+    const aborted = await claim.aborted();
     const key = Private.key(claim.path, claim.cellId);
     const handedOn = (await this._handedOn.get(key)?.promise) ?? [];
     this._handedOn.delete(key);
@@ -399,6 +481,11 @@ export class HandoffController implements IDisposable {
   private readonly _userOptions: () => Record<string, unknown>;
   private readonly _watchers = new Map<ISessionContext, KernelWatcher>();
   private readonly _claimed = new Set<string>();
+  /**
+   * `%%ci` cells this tab scheduled, by kernel and cell id, not yet claimed.
+   */
+  private readonly _expected = new Set<string>();
+  private readonly _schedule: ScheduleLog;
   private readonly _handedOn = new Map<string, PromiseDelegate<string[]>>();
   private _isDisposed = false;
 }
@@ -421,19 +508,51 @@ export namespace HandoffController {
 
 namespace Private {
   /**
-   * A claimed handoff: where its `%%ci` cell is and which request ran it.
+   * A claimed handoff: where its `%%ci` cell is, and how to learn when the
+   * kernel is done with it and which cells its queue stop held back.
    */
   export interface IClaim {
-    watcher: KernelWatcher;
-    requestId: string;
     path: string;
     cellId: string;
+    done: () => Promise<void>;
+    aborted: () => Promise<string[]>;
   }
 
   /**
    * How long a claim waits for the socket to the server (ms).
    */
   export const CONNECT_TIMEOUT = 30_000;
+
+  /**
+   * How long an expectation waits for the socket (ms): the kernel waits for
+   * it only briefly.
+   */
+  export const EXPECT_TIMEOUT = 2_000;
+
+  /**
+   * How long the outputs of a server-executed `%%ci` may lag its end (ms).
+   */
+  export const OUTPUTS_SETTLE = 2_000;
+
+  /**
+   * Whether the cell shows the handoff's queue-stopping error.
+   */
+  export function stoppedTheQueue(model: ICellModel): boolean {
+    if (model.type !== 'code') {
+      return true;
+    }
+    const outputs = (model as ICodeCellModel).outputs;
+    for (let i = 0; i < outputs.length; i++) {
+      const output = outputs.get(i).toJSON();
+      if (
+        output.output_type === 'error' &&
+        output.ename === HANDOFF_ERROR_NAME
+      ) {
+        return true;
+      }
+    }
+    return false;
+  }
 
   export function key(path: string, cellId: string): string {
     return `${path}\n${cellId}`;

@@ -7,8 +7,7 @@ import { HELD_BACK_ERROR_NAME } from './constants';
 import { HANDOFF_MIME } from './protocolConstants';
 
 /**
- * A `%%ci` handoff output seen on the kernel connection that sent its
- * request: this tab claims it.
+ * A `%%ci` handoff output seen on a notebook's kernel connection.
  */
 export interface IHandoffSeen {
   kernel: Kernel.IKernelConnection;
@@ -20,6 +19,15 @@ export interface IHandoffSeen {
    * The msg_id of the `%%ci` cell's execute request.
    */
   requestId: string;
+  /**
+   * The session that sent that request.
+   */
+  session: string;
+  /**
+   * Whether this connection sent it (else another client of the kernel did:
+   * another tab, or a server-side executor such as jupyter-server-nbmodel).
+   */
+  own: boolean;
 }
 
 /**
@@ -33,11 +41,11 @@ export interface IReplySeen {
 /**
  * Watches a notebook's kernel connection (following kernel changes): the
  * execute requests it sends, with their cell ids and replies, and the
- * `%%ci` handoff outputs of requests this connection sent.
+ * `%%ci` handoff outputs on it.
  *
  * A handoff is claimed only from here, where the message's parent session is
- * compared with this connection's client id, never from a renderer:
- * renderers run again whenever a notebook is reopened.
+ * known, never from a renderer: renderers run again whenever a notebook is
+ * reopened.
  */
 export class KernelWatcher implements IDisposable {
   constructor(sessionContext: ISessionContext) {
@@ -47,7 +55,7 @@ export class KernelWatcher implements IDisposable {
   }
 
   /**
-   * Emitted for each handoff output of a request this connection sent.
+   * Emitted for each handoff output on the connection (see `own`).
    */
   get handoffSeen(): ISignal<this, IHandoffSeen> {
     return this._handoffSeen;
@@ -219,13 +227,14 @@ export class KernelWatcher implements IDisposable {
     if (
       KernelMessage.isDisplayDataMsg(msg) &&
       HANDOFF_MIME in msg.content.data &&
-      parent.session === kernel.clientId &&
       parent.msg_id
     ) {
       this._handoffSeen.emit({
         kernel,
         payload: msg.content.data[HANDOFF_MIME],
-        requestId: parent.msg_id
+        requestId: parent.msg_id,
+        session: parent.session ?? '',
+        own: parent.session === kernel.clientId
       });
     }
   };

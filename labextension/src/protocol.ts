@@ -505,6 +505,34 @@ export interface IPreviewRequest {
 }
 
 /**
+ * The tab has just scheduled this %%ci cell. Should a server-side executor
+ * (jupyter-server-nbmodel) run it, which sends the kernel no cell metadata, the
+ * magic recognises it by its code and hands it off to this tab. The reply's
+ * expected says whether the server could tell the kernel.
+ */
+export interface IExpectHandoffRequest {
+  request: 'expect_handoff';
+  /**
+   * Chosen by the client; the server's RequestReply carries it back as
+   * reply_to. At least 1 character.
+   */
+  request_id?: string;
+  notebook_path: string;
+  /**
+   * At least 1 character.
+   */
+  kernel_id: string;
+  /**
+   * At least 1 character.
+   */
+  cell_id: string;
+  /**
+   * The cell's source, as the kernel will receive it.
+   */
+  code: string;
+}
+
+/**
  * Discriminated by `request`.
  */
 export type ClientRequest =
@@ -514,7 +542,8 @@ export type ClientRequest =
   | IStopRunRequest
   | IReviewRequest
   | IReplayRequest
-  | IPreviewRequest;
+  | IPreviewRequest
+  | IExpectHandoffRequest;
 
 /**
  * The first message of a connection: who the tab is (client_id, stable across
@@ -618,6 +647,11 @@ export interface IRequestAccepted {
    */
   note?: string;
   preview?: IPreview;
+  /**
+   * expect_handoff: whether the kernel can now recognise the cell if a
+   * server-side executor runs it.
+   */
+  expected?: boolean;
 }
 
 /**
@@ -753,6 +787,7 @@ export interface IProtocolDefinitions {
   ReviewRequest: IReviewRequest;
   ReplayRequest: IReplayRequest;
   PreviewRequest: IPreviewRequest;
+  ExpectHandoffRequest: IExpectHandoffRequest;
   ClientRequest: ClientRequest;
   HelloRequest: IHelloRequest;
   SubscribeRequest: ISubscribeRequest;

@@ -278,6 +278,15 @@ export const VALID: ISample[] = [
     fix_cell_id: 'c3',
     attachments: ['data/iris.csv']
   }),
+  valid('ExpectHandoffRequest', {
+    request: 'expect_handoff',
+    request_id: 'q6',
+    notebook_path: 'a.ipynb',
+    kernel_id: 'k-1',
+    cell_id: 'c2',
+    code: '%%ci plot the iris data'
+  }),
+  valid('RequestAccepted', { reply_to: 'q6', ok: true, expected: true }),
   valid('Preview', {
     model: 'openai/scripted',
     messages: [{ role: 'system', content: 'You are jupyter-ci' }],
@@ -420,6 +429,13 @@ export const INVALID: ISample[] = [
     options: {},
     anchor_cell_id: null,
     handoff_nonce: null
+  }),
+  // @ts-expect-error -- the kernel recognises the cell by its code
+  invalid('ClientRequest', 'an expect_handoff without code', {
+    request: 'expect_handoff',
+    notebook_path: 'a',
+    kernel_id: 'k',
+    cell_id: 'c'
   }),
   invalid('HelloRequest', 'a short client id', {
     request: 'hello',

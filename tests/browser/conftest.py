@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,14 @@ LAB_MODEL = "openai/scripted-test"
 SCRIPTED_MODEL = "openai/scripted"
 #: jupyter-ci's key for the scripted model (a placeholder: the scripted server checks none).
 SCRIPTED_KEY = "sk-test-browser-0123456789abcdef"
+
+
+#: Whether jupyter-server-nbmodel is installed (its CI stage): the server runs the cells.
+NBMODEL = importlib.util.find_spec("jupyter_server_nbmodel") is not None
+#: The page error jupyter-server-nbmodel's cell executor throws for each queued cell the server
+#: cancelled because an earlier one failed (Run All past an error; here, past the %%ci that
+#: stops the queue). jupyter-ci runs those cells itself afterwards.
+NBMODEL_CANCELLED = "Invalid response: 500 Internal Server Error"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -132,9 +141,14 @@ def model_context(chromium: Any, model_lab: Lab, request: pytest.FixtureRequest)
     errors: list[str] = []
     console: list[str] = []
 
+    def page_error(error: Any) -> None:
+        if NBMODEL and str(error) == NBMODEL_CANCELLED:
+            return  # jupyter-server-nbmodel's own (see NBMODEL_CANCELLED)
+        errors.append(str(error))
+
     def watch(page: Any) -> None:
         tab = len(context.pages)
-        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.on("pageerror", page_error)
         page.on(
             "console", lambda message: console.append(f"tab{tab} {message.type}: {message.text}")
         )

@@ -191,9 +191,10 @@ def run_cell(page: Any, path: str, index: int) -> None:
 
 
 def run_all(page: Any, path: str) -> None:
-    """Run all cells of the notebook, as Run ▸ Run All Cells does."""
+    """Run all cells of the notebook, as Run ▸ Run All Cells does (without waiting for them:
+    jupyter-server-nbmodel's executor rejects when a cell stops the queue)."""
     activate(page, path)
-    command(page, "notebook:run-all-cells")
+    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
 
 
 def restart_and_run_all(page: Any, path: str) -> None:

@@ -15,7 +15,7 @@ import pytest
 from jupyter_ci import __version__
 from jupyter_ci.testing import Reply, ScriptedModelServer
 
-from .conftest import SCRIPTED_KEY, SCRIPTED_MODEL
+from .conftest import NBMODEL, NBMODEL_CANCELLED, SCRIPTED_KEY, SCRIPTED_MODEL
 from .lab import ARTIFACTS, Lab, start_lab
 from .notebooks import (
     activate,
@@ -82,13 +82,19 @@ def nb_page(chromium: Any, notebook7: Lab, request: pytest.FixtureRequest) -> It
 
 
 def our_errors(page: Any) -> list[str]:
-    """The page's errors, but for Notebook 7's own known one (thrown in its core bundle)."""
+    """The page's errors, but for Notebook 7's own known one (thrown in its core bundle) and,
+    where it is installed, jupyter-server-nbmodel's for the cells it cancels."""
     return [
         error
         for error in page.jupyter_ci_errors
         if not (
             error.startswith(NOTEBOOK7_OWN_ERROR)
             and "/static/notebook/notebook_core." in "".join(error.split("\n")[2:3])
+        )
+        and not (
+            NBMODEL
+            and error.startswith(NBMODEL_CANCELLED + "\n")
+            and "/jupyter-server-nbmodel/" in error
         )
     ]
 

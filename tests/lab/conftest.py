@@ -4,6 +4,7 @@ the scripted model, real kernels, and :class:`ScriptedTab` playing the browser."
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -83,6 +84,10 @@ def tab_factory(
 
     async def connect(kernel_id: str) -> Any:
         client = jp_serverapp.kernel_manager.get_kernel(kernel_id).client()
+        # A session of its own, as a browser's kernel connection has (the kernel manager's
+        # session is the server's own clients', e.g. jupyter-server-nbmodel's).
+        client.session = client.session.clone()
+        client.session.session = str(uuid.uuid4())
         client.start_channels()
         await client.wait_for_ready(timeout=60)
         return client

@@ -1,0 +1,214 @@
+import { Notebook, NotebookActions } from '@jupyterlab/notebook';
+import { IDisposable } from '@lumino/disposable';
+import { Signal } from '@lumino/signaling';
+
+/**
+ * The cells a notebook scheduled and how their executions ended, as
+ * JupyterLab's notebook actions announce them (`executionScheduled`, then
+ * `executed`), whoever executes them.
+ *
+ * With jupyter-server-nbmodel the server runs cells with its own kernel
+ * client, so their kernel messages say nothing this page can tie to a cell;
+ * these two signals still do. A `%%ci` cell run that way is done when
+ * `executed` says so, and the cells that Run All queued behind it are those
+ * scheduled after it and before it ended: the server cancels them when the
+ * handoff stops the queue, and jupyter-ci runs them once its run is done.
+ */
+export class ScheduleLog implements IDisposable {
+  constructor() {
+    NotebookActions.executionScheduled.connect(this._onScheduled);
+    NotebookActions.executed.connect(this._onExecuted);
+  }
+
+  get isDisposed(): boolean {
+    return this._isDisposed;
+  }
+
+  /**
+   * Whether the latest execution of the cell ended well; null if the
+   * notebook did not schedule it, or it did not end within `timeout` ms.
+   */
+  async executed(
+    notebook: Notebook,
+    cellId: string,
+    timeout = Private.TIMEOUT
+  ): Promise<boolean | null> {
+    const record = this._latest(notebook, cellId);
+    if (!record) {
+      return null;
+    }
+    await this._until(() => record.success !== null, timeout);
+    return record.success;
+  }
+
+  /**
+   * The cells (ids, in order) scheduled after the latest execution of
+   * `cellId` and before it ended, whose own executions failed: the queue
+   * that cell's failure stopped. Waits for them to end (up to `timeout` ms);
+   * stops at the first one that ran well.
+   */
+  async failedAfter(
+    notebook: Notebook,
+    cellId: string,
+    timeout = Private.TIMEOUT
+  ): Promise<string[]> {
+    const target = this._latest(notebook, cellId);
+    if (!target) {
+      return [];
+    }
+    await this._until(() => target.success !== null, timeout);
+    const ended = target.endedAt ?? Number.POSITIVE_INFINITY;
+    const queued = (this._records.get(notebook) ?? []).filter(
+      record =>
+        record.scheduledAt > target.scheduledAt && record.scheduledAt < ended
+    );
+    await this._until(
+      () => queued.every(record => record.success !== null),
+      timeout
+    );
+    const failed: string[] = [];
+    for (const record of queued) {
+      if (record.success !== false) {
+        break;
+      }
+      if (!failed.includes(record.cellId)) {
+        failed.push(record.cellId);
+      }
+    }
+    return failed;
+  }
+
+  dispose(): void {
+    if (this._isDisposed) {
+      return;
+    }
+    this._isDisposed = true;
+    NotebookActions.executionScheduled.disconnect(this._onScheduled);
+    NotebookActions.executed.disconnect(this._onExecuted);
+    this._wake(true);
+    Signal.clearData(this);
+  }
+
+  private readonly _onScheduled = (
+    _sender: unknown,
+    args: { notebook: Notebook; cell: { model: { id: string } } }
+  ): void => {
+    const records = this._records.get(args.notebook) ?? [];
+    records.push({
+      cellId: args.cell.model.id,
+      scheduledAt: ++this._clock,
+      endedAt: null,
+      success: null
+    });
+    while (records.length > Private.MAX_RECORDS) {
+      records.shift();
+    }
+    this._records.set(args.notebook, records);
+  };
+
+  private readonly _onExecuted = (
+    _sender: unknown,
+    args: {
+      notebook: Notebook;
+      cell: { model: { id: string } };
+      success: boolean;
+    }
+  ): void => {
+    const record = this._pending(args.notebook, args.cell.model.id);
+    if (!record) {
+      return;
+    }
+    record.success = args.success;
+    record.endedAt = ++this._clock;
+    this._wake(false);
+  };
+
+  /**
+   * The latest record of the cell.
+   */
+  private _latest(
+    notebook: Notebook,
+    cellId: string
+  ): Private.IRecord | undefined {
+    const records = this._records.get(notebook) ?? [];
+    for (let i = records.length - 1; i >= 0; i--) {
+      if (records[i].cellId === cellId) {
+        return records[i];
+      }
+    }
+    return undefined;
+  }
+
+  /**
+   * The oldest record of the cell still waiting for its end (executions of
+   * one cell end in the order they were scheduled).
+   */
+  private _pending(
+    notebook: Notebook,
+    cellId: string
+  ): Private.IRecord | undefined {
+    return (this._records.get(notebook) ?? []).find(
+      record => record.cellId === cellId && record.success === null
+    );
+  }
+
+  private _until(condition: () => boolean, timeout: number): Promise<void> {
+    if (condition() || this._isDisposed) {
+      return Promise.resolve();
+    }
+    return new Promise<void>(resolve => {
+      const timer = window.setTimeout(() => {
+        this._waiters.delete(waiter);
+        resolve();
+      }, timeout);
+      const waiter = (force: boolean): boolean => {
+        if (!force && !condition()) {
+          return false;
+        }
+        window.clearTimeout(timer);
+        resolve();
+        return true;
+      };
+      this._waiters.add(waiter);
+    });
+  }
+
+  private _wake(force: boolean): void {
+    for (const waiter of [...this._waiters]) {
+      if (waiter(force)) {
+        this._waiters.delete(waiter);
+      }
+    }
+  }
+
+  private readonly _records = new WeakMap<Notebook, Private.IRecord[]>();
+  private readonly _waiters = new Set<(force: boolean) => boolean>();
+  private _clock = 0;
+  private _isDisposed = false;
+}
+
+namespace Private {
+  /**
+   * How long to wait for an execution to end (ms): a long cell before the
+   * `%%ci` in the same batch may take a while.
+   */
+  export const TIMEOUT = 10 * 60_000;
+
+  /**
+   * Executions remembered per notebook.
+   */
+  export const MAX_RECORDS = 1000;
+
+  export interface IRecord {
+    cellId: string;
+    /**
+     * When it was scheduled and ended, on the log's clock.
+     */
+    scheduledAt: number;
+    endedAt: number | null;
+    /**
+     * How it ended (null while it has not).
+     */
+    success: boolean | null;
+  }
+}
