@@ -364,6 +364,18 @@ def test_a_handoff_holds_back_the_rest_of_its_batch() -> None:
         later = batch + timedelta(seconds=3)
         assert _stdout(_execute(kc, "print('later')", LAB, sent=later)) == "later\n"
         assert _stdout(_execute(kc, "print('old')", LAB, sent=batch)) == "old\n"
+        # With a server-side executor the batch comes from the server's session and jupyter-ci's
+        # own requests from the tab's: the first of those ends the hold too.
+        batch = datetime.now(timezone.utc)
+        _execute(kc, "%%ci make y\n", stamp, sent=batch)
+        kc.session.session = "the-tab"
+        try:
+            resumed = _execute(kc, "print('mine')", {**LAB, "jupyter_ci_resume": True}, sent=batch)
+            assert _stdout(resumed) == "mine\n"
+        finally:
+            kc.session.session = other
+        soon = batch + timedelta(milliseconds=5)
+        assert _stdout(_execute(kc, "print('after')", LAB, sent=soon)) == "after\n"
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
