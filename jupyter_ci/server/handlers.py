@@ -44,11 +44,16 @@ class StatusHandler(BaseHandler):
         self.write_json(await self.ci_app.status())
 
 
+#: How many of a conversation's latest runs come with their steps (events) in its history.
+HISTORY_RUNS = 50
+
+
 class ConversationHandler(BaseHandler):
     """``/jupyter-ci/conversation?path=NOTEBOOK``: a notebook's conversation for the chat panel.
 
-    ``GET`` returns its messages (oldest first) and the tokens and cost of its runs; ``DELETE``
-    clears it (the panel asks the user first). Conversations follow notebook renames.
+    ``GET`` returns its messages (oldest first), the stored events of its latest runs (so the
+    panel shows their steps and usage again after a reload) and the tokens and cost of its runs;
+    ``DELETE`` clears it (the panel asks the user first). Conversations follow notebook renames.
     """
 
     def _path(self) -> str:
@@ -60,12 +65,17 @@ class ConversationHandler(BaseHandler):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        """The conversation's messages and usage."""
+        """The conversation's messages, its latest runs' events and its usage."""
         await self.ci_app.ensure_started()
         store = self.ci_app.store
         conversation = await store.conversation_for(self._path())
         messages = await store.messages(conversation.id, limit=None)
         totals = await store.usage_totals(conversation.id)
+        run_ids = list(dict.fromkeys(m.run_id for m in messages if m.run_id))
+        runs = [
+            {"run_id": run_id, "events": await store.events(run_id)}
+            for run_id in run_ids[-HISTORY_RUNS:]
+        ]
         self.write_json(
             {
                 "conversation_id": conversation.id,
@@ -79,6 +89,7 @@ class ConversationHandler(BaseHandler):
                     }
                     for message in messages
                 ],
+                "runs": runs,
                 "usage": {
                     "prompt_tokens": totals.prompt_tokens,
                     "completion_tokens": totals.completion_tokens,

@@ -90,6 +90,17 @@ def test_a_request_streams_steps_linked_to_cells_and_usage(
         path,
     )
     assert active == in_nb[1]["id"]
+
+    # After a reload the run's steps and its usage come back from the server's store, after its
+    # messages, as they were shown while it ran.
+    usage_shown = run_usage.inner_text()
+    open_lab_app(page, model_lab)  # a new page load: nothing is kept in the browser
+    open_notebook(page, path)
+    open_chat(page)
+    wait_until(lambda: steps(page) == shown, 30, "the run's steps after a reload")
+    assert page.locator(by_testid("jupyter-ci-run-usage")).last.inner_text() == usage_shown
+    assert messages(page, "user") == ["compute x"]
+    assert "The answer is 42." in messages(page, "assistant")[-1]
     assert model_context.jupyter_ci_errors == []
 
 

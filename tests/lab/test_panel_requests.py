@@ -142,6 +142,13 @@ async def test_history_and_its_markdown_export_and_clearing(
     assert any(role == "notice" and "price" in text for role, text in said)
     assert history["usage"]["runs"] == 1
     assert history["usage"]["cost"] is None  # the scripted model's price is unknown
+    # The run's stored events come with it (the panel shows its steps again after a reload).
+    [run] = history["runs"]
+    assert run["run_id"] == reply["run_id"]
+    kinds = [event["type"] for event in run["events"]]
+    assert kinds[-1] == "finished"
+    assert "usage" in kinds
+    assert "token" not in kinds
     exported = await jp_fetch("jupyter-ci", "conversation", "export", params={"path": "a.ipynb"})
     text = exported.body.decode()
     assert exported.headers["Content-Type"].startswith("text/markdown")
@@ -157,6 +164,7 @@ async def test_history_and_its_markdown_export_and_clearing(
         (await jp_fetch("jupyter-ci", "conversation", params={"path": "a.ipynb"})).body
     )
     assert after["messages"] == []
+    assert after["runs"] == []
 
 
 async def test_a_rejected_cell_is_reported_to_the_model_in_the_next_request(

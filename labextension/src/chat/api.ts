@@ -2,7 +2,7 @@ import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
 import { API_NAMESPACE, requestAPI } from '../request';
-import type { IUsage } from '../protocol';
+import type { IUsage, RunEvent } from '../protocol';
 
 /**
  * The server's status as the chat panel reads it (`GET /jupyter-ci/status`).
@@ -43,12 +43,25 @@ export interface IStoredMessage {
 }
 
 /**
+ * A run of a stored conversation, with its stored events (tokens are not
+ * stored).
+ */
+export interface IStoredRun {
+  run_id: string;
+  events: RunEvent[];
+}
+
+/**
  * A notebook's conversation as the server stores it.
  */
 export interface IStoredConversation {
   conversation_id: string;
   path: string;
   messages: IStoredMessage[];
+  /**
+   * The latest runs of the conversation (absent from older servers).
+   */
+  runs?: IStoredRun[];
   usage: IUsage & { runs: number };
   persistent: boolean;
 }

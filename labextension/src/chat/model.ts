@@ -4,7 +4,7 @@ import { ISignal, Signal } from '@lumino/signaling';
 import { CIConnection } from '../connection';
 import type { IUsage, RunEvent } from '../protocol';
 import { RunTracker } from '../runs';
-import { fetchConversation } from './api';
+import { IStoredConversation, IStoredMessage, fetchConversation } from './api';
 import { IRunProgress, applyEvent, emptyProgress } from './steps';
 
 /**
@@ -77,20 +77,23 @@ export class ChatModel implements IDisposable {
       const live = (this._views.get(path)?.entries ?? []).filter(
         entry => entry.kind === 'run' && !entry.progress.finished
       );
-      const entries: ChatEntry[] = stored.messages.map((message, index) => {
-        const key = `h${index}-${message.time}`;
-        if (message.role === 'user') {
-          return { kind: 'user', key, text: message.text };
+      const entries: ChatEntry[] = [];
+      // A finished run's steps and usage follow its last message, as they
+      // did while it ran (a live run keeps its own entry).
+      const shown = Private.finishedRuns(stored, live);
+      const last = new Map<string, number>();
+      stored.messages.forEach((message, index) => {
+        if (message.run_id) {
+          last.set(message.run_id, index);
         }
-        if (message.role === 'assistant') {
-          return {
-            kind: 'assistant',
-            key,
-            text: message.text,
-            streaming: false
-          };
+      });
+      stored.messages.forEach((message, index) => {
+        entries.push(Private.entryOf(message, index));
+        const runId = message.run_id;
+        const progress = runId ? shown.get(runId) : undefined;
+        if (runId && progress && last.get(runId) === index) {
+          entries.push({ kind: 'run', key: runId, progress });
         }
-        return { kind: 'notice', key, text: message.text };
       });
       this._set(path, {
         entries: [...entries, ...live],
@@ -319,4 +322,45 @@ export class ChatModel implements IDisposable {
   private _keys = 0;
   private _isDisposed = false;
   private readonly _changed = new Signal<this, string>(this);
+}
+
+namespace Private {
+  /**
+   * The panel's entry for a stored message.
+   */
+  export function entryOf(message: IStoredMessage, index: number): ChatEntry {
+    const key = `h${index}-${message.time}`;
+    if (message.role === 'user') {
+      return { kind: 'user', key, text: message.text };
+    }
+    if (message.role === 'assistant') {
+      return { kind: 'assistant', key, text: message.text, streaming: false };
+    }
+    return { kind: 'notice', key, text: message.text };
+  }
+
+  /**
+   * The progress of each stored run that finished, from its events (not
+   * those shown live).
+   */
+  export function finishedRuns(
+    stored: IStoredConversation,
+    live: readonly ChatEntry[]
+  ): Map<string, IRunProgress> {
+    const liveIds = new Set(live.map(entry => entry.key));
+    const progress = new Map<string, IRunProgress>();
+    for (const run of stored.runs ?? []) {
+      if (
+        liveIds.has(run.run_id) ||
+        !run.events.some(event => event.type === 'finished')
+      ) {
+        continue;
+      }
+      progress.set(
+        run.run_id,
+        run.events.reduce(applyEvent, emptyProgress(run.run_id))
+      );
+    }
+    return progress;
+  }
 }
