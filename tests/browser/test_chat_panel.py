@@ -507,6 +507,52 @@ def test_attach_selected_cells_and_files_by_command_and_drag_and_drop(
     assert model_context.jupyter_ci_errors == []
 
 
+DROP_FILES = """([selector, files]) => {
+  const transfer = new DataTransfer();
+  for (const [name, text] of files) {
+    transfer.items.add(new File([text], name, { type: 'text/csv' }));
+  }
+  const target = document.querySelector(selector);
+  for (const type of ['dragenter', 'dragover', 'drop']) {
+    target.dispatchEvent(
+      new DragEvent(type, { dataTransfer: transfer, bubbles: true, cancelable: true })
+    );
+  }
+}"""
+
+
+def test_files_dropped_from_the_desktop_are_uploaded_next_to_the_notebook_and_attached(
+    model_context: Any, model_lab: Lab, model: ScriptedModelServer
+) -> None:
+    folder = Path(model_lab.root_dir) / "work"
+    folder.mkdir(exist_ok=True)
+    (folder / "sales.csv").write_text("mine,untouched\n")
+    model.set_script([Reply.text("Seen it.")])
+    path = write_notebook(model_lab, ["x = 1"], name=f"work/t-{time.time_ns()}.ipynb")
+    page = model_context.new_page()
+    open_lab_app(page, model_lab)
+    open_notebook(page, path)
+    open_chat(page)
+    page.evaluate(DROP_FILES, [PANEL, [["sales.csv", "region,amount\nnorth,12\n"]]])
+    chips = page.locator(by_testid("jupyter-ci-attachments"))
+    wait_until(lambda: "sales (1).csv" in chips.inner_text(), 30, "the uploaded file's chip")
+    # Uploaded next to the notebook under a free name: the user's file of that name is intact.
+    assert (folder / "sales (1).csv").read_text() == "region,amount\nnorth,12\n"
+    assert (folder / "sales.csv").read_text() == "mine,untouched\n"
+    wait_until(
+        lambda: any("Uploaded sales (1).csv to work" in m for m in messages(page, "notice")),
+        30,
+        "the upload's notice",
+    )
+    # The server reads the attached file for the request, as any attachment.
+    ask(page, "summarise the sales")
+    assert wait_run_state(page, TERMINAL) == "done", conversation_text(page)
+    sent = request_text(model.chat_requests[-1])
+    assert "region" in sent
+    assert "amount" in sent
+    assert model_context.jupyter_ci_errors == []
+
+
 def test_clear_with_confirmation_and_export_as_markdown(
     model_context: Any, model_lab: Lab, model: ScriptedModelServer
 ) -> None:

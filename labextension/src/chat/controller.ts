@@ -1,5 +1,7 @@
 import { Dialog, Notification, showDialog } from '@jupyterlab/apputils';
+import { PathExt } from '@jupyterlab/coreutils';
 import { NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
+import { Contents } from '@jupyterlab/services';
 import { IDisposable } from '@lumino/disposable';
 import { ISignal, Signal } from '@lumino/signaling';
 
@@ -19,6 +21,7 @@ import { IPanelPrefs, PanelPrefs } from './prefs';
 import type { ReviewAnswer } from './review';
 import { IRequestFields, buildRequest } from './request';
 import type { IProposal } from './steps';
+import { uploadFiles } from './upload';
 
 /**
  * What the panel shows besides the conversation.
@@ -58,6 +61,7 @@ export class ChatController implements IDisposable {
     this.model = new ChatModel(options.connection, options.runs);
     this.prefs = options.prefs;
     this._userOptions = options.userOptions;
+    this._contents = options.contents ?? null;
     this.index.tracker.currentChanged.connect(this._onCurrent);
     this.index.pathsChanged.connect(this._onCurrent);
     this.connection.runsChanged.connect(this._emit);
@@ -323,6 +327,41 @@ export class ChatController implements IDisposable {
     );
   }
 
+  /**
+   * Upload files dropped from outside JupyterLab into the notebook's folder
+   * (never over an existing file), then attach them; say what was not.
+   */
+  async uploadAndAttach(files: readonly File[]): Promise<void> {
+    const path = this._state.path;
+    if (!path || !files.length) {
+      return;
+    }
+    if (!this._contents) {
+      this.model.addNotice(
+        path,
+        'Files from outside JupyterLab cannot be taken here: upload them with the file browser, then attach them.'
+      );
+      return;
+    }
+    const folder = PathExt.dirname(path);
+    const { uploaded, refused } = await uploadFiles(
+      this._contents,
+      folder,
+      files
+    );
+    if (uploaded.length) {
+      this.attachFiles(uploaded);
+      const names = uploaded.map(file => PathExt.basename(file)).join(', ');
+      this.model.addNotice(
+        path,
+        `Uploaded ${names} to ${folder || 'the server’s root folder'} and attached it.`
+      );
+    }
+    for (const reason of refused) {
+      this.model.addNotice(path, reason);
+    }
+  }
+
   removeAttachment(attachment: Attachment): void {
     const path = this._state.path;
     if (!path) {
@@ -526,6 +565,7 @@ export class ChatController implements IDisposable {
   }
 
   private readonly _userOptions: () => Record<string, unknown>;
+  private readonly _contents: Contents.IManager | null;
   private readonly _drafts = new Map<string, string>();
   private readonly _attachments = new Map<string, Attachment[]>();
   private _state: IChatState;
@@ -543,5 +583,9 @@ export namespace ChatController {
     runs: RunTracker;
     prefs: PanelPrefs;
     userOptions: () => Record<string, unknown>;
+    /**
+     * The server's contents (files dropped from the desktop are uploaded).
+     */
+    contents?: Contents.IManager;
   }
 }

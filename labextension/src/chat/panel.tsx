@@ -38,9 +38,15 @@ export class ChatPanel extends ReactWidget {
   }
 
   /**
-   * Lumino drag events: files dragged from the file browser are attached.
+   * Drag events: files dragged from the file browser (Lumino drags) are
+   * attached; files dropped from outside JupyterLab (native drags) are
+   * uploaded next to the notebook, then attached.
    */
   handleEvent(event: Event): void {
+    if (!event.type.startsWith('lm-')) {
+      this._onNativeDrag(event as DragEvent);
+      return;
+    }
     const drag = event as Drag.Event;
     switch (event.type) {
       case 'lm-dragenter':
@@ -73,25 +79,42 @@ export class ChatPanel extends ReactWidget {
     }
   }
 
+  private _onNativeDrag(event: DragEvent): void {
+    const transfer = event.dataTransfer;
+    if (!transfer || !Array.from(transfer.types).includes('Files')) {
+      return;
+    }
+    switch (event.type) {
+      case 'dragenter':
+      case 'dragover':
+        event.preventDefault();
+        event.stopPropagation();
+        transfer.dropEffect = 'copy';
+        this.addClass('jp-mod-dropTarget');
+        break;
+      case 'dragleave':
+        this.removeClass('jp-mod-dropTarget');
+        break;
+      case 'drop':
+        event.preventDefault();
+        event.stopPropagation();
+        this.removeClass('jp-mod-dropTarget');
+        void this._controller.uploadAndAttach(Array.from(transfer.files));
+        break;
+      default:
+        break;
+    }
+  }
+
   protected onAfterAttach(msg: Message): void {
     super.onAfterAttach(msg);
-    for (const type of [
-      'lm-dragenter',
-      'lm-dragover',
-      'lm-dragleave',
-      'lm-drop'
-    ]) {
+    for (const type of Private.DRAG_EVENTS) {
       this.node.addEventListener(type, this);
     }
   }
 
   protected onBeforeDetach(msg: Message): void {
-    for (const type of [
-      'lm-dragenter',
-      'lm-dragover',
-      'lm-dragleave',
-      'lm-drop'
-    ]) {
+    for (const type of Private.DRAG_EVENTS) {
       this.node.removeEventListener(type, this);
     }
     super.onBeforeDetach(msg);
@@ -122,4 +145,21 @@ export namespace ChatPanel {
     controller: ChatController;
     rendermime: IRenderMimeRegistry;
   }
+}
+
+namespace Private {
+  /**
+   * Lumino's drag events (from the file browser) and the browser's own (from
+   * the desktop).
+   */
+  export const DRAG_EVENTS = [
+    'lm-dragenter',
+    'lm-dragover',
+    'lm-dragleave',
+    'lm-drop',
+    'dragenter',
+    'dragover',
+    'dragleave',
+    'drop'
+  ];
 }

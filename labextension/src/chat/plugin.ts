@@ -54,7 +54,8 @@ export function addChatPanel(
     connection: options.connection,
     runs: options.runs,
     prefs,
-    userOptions: options.userOptions
+    userOptions: options.userOptions,
+    contents: app.serviceManager.contents
   });
   const panel = new ChatPanel({ controller, rendermime: options.rendermime });
   panel.disposed.connect(() => controller.dispose());
