@@ -335,6 +335,7 @@ class StartRunRequest(TypedDict):
     user_options: NotRequired[dict[str, Any]]
     fix_cell_id: NotRequired[str | None]
     attachments: NotRequired[list[str]]
+    attached_cell_ids: NotRequired[list[str]]
 
 
 class StopRunRequest(TypedDict):
@@ -377,6 +378,7 @@ class PreviewRequest(TypedDict):
     anchor_cell_id: str | None
     fix_cell_id: NotRequired[str | None]
     attachments: NotRequired[list[str]]
+    attached_cell_ids: NotRequired[list[str]]
     session_options: NotRequired[dict[str, Any]]
     user_options: NotRequired[dict[str, Any]]
 

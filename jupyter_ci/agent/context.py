@@ -139,3 +139,29 @@ def build_context(
     return Context(
         notebook_text, variables_text, len(visible) - omitted, omitted, variables_omitted
     )
+
+
+def describe_attached(
+    cells: Sequence[Cell], cell_ids: Sequence[str], *, nonce: str, share_outputs: bool = True
+) -> str:
+    """The cells the user attached to a request, numbered as in the notebook view ("" if none).
+
+    Each with its source and digested outputs (only error outputs without ``share_outputs``);
+    cells tagged ``jupyter-ci-skip`` are never sent, and a cell no longer in the notebook is said
+    to be gone.
+    """
+    if not cell_ids:
+        return ""
+    numbers = {cell.id: (number, cell) for number, cell in enumerate(cells, start=1)}
+    parts: list[str] = []
+    for cell_id in dict.fromkeys(cell_ids):
+        found = numbers.get(cell_id)
+        if found is None:
+            parts.append("[an attached cell is no longer in the notebook]")
+            continue
+        number, cell = found
+        if SKIP_TAG in (cell.metadata.get("tags") or []):
+            parts.append(f"[cell {number} is tagged {SKIP_TAG}: not shown]")
+            continue
+        parts.append(describe_cell(cell if share_outputs else withhold_outputs(cell), number))
+    return wrap_untrusted("\n\n".join(parts), nonce, "cells the user attached")

@@ -34,7 +34,7 @@ from ..errors import (
 )
 from ..models.base import Model, ModelReply, TokenUsage
 from ..settings import Settings
-from .context import build_context
+from .context import build_context, describe_attached
 from .digest import Digest, digest_outputs, new_nonce, wrap_untrusted
 from .extract import code_from_tool_arguments, extract_code
 from .prompts import render
@@ -106,6 +106,8 @@ class RunRequest:
     fix_cell_id: str | None = None
     #: More context the user attached (files they picked), shown to the model as data.
     attachments: str = ""
+    #: Cells the user attached (by id): their code and outputs go with the request.
+    attached_cells: tuple[str, ...] = ()
 
 
 @dataclass
@@ -354,7 +356,13 @@ class AgentRun:
         cells = await self.workspace.read_cells()
         variables = await self.workspace.inspect_variables()
         system = render("system")
-        request_tokens = self.model.count_tokens(system + self.request.prompt)
+        attached_cells = describe_attached(
+            cells,
+            self.request.attached_cells,
+            nonce=self.nonce,
+            share_outputs=self.settings.share_outputs,
+        )
+        request_tokens = self.model.count_tokens(system + attached_cells + self.request.prompt)
         budget = max(self.settings.context_tokens - request_tokens - RESERVED_TOKENS, 200)
         context = build_context(
             cells,
@@ -368,6 +376,8 @@ class AgentRun:
         messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
         messages.extend(dict(m) for m in self.request.history)
         prompt = self.request.prompt
+        if attached_cells:
+            prompt = attached_cells + "\n" + prompt
         if self.request.attachments:
             prompt = (
                 wrap_untrusted(self.request.attachments, self.nonce, "attached") + "\n" + prompt

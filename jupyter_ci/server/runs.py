@@ -635,6 +635,7 @@ class RunManager:
         anchor = request.get("anchor_cell_id")
         fix = request.get("fix_cell_id")
         attached = [str(path) for path in request.get("attachments") or []]
+        attached_cells = tuple(str(cell_id) for cell_id in request.get("attached_cell_ids") or [])
         return RunRequest(
             str(request["prompt"]),
             settings,
@@ -646,6 +647,7 @@ class RunManager:
                 if attached
                 else ""
             ),
+            attached_cells=attached_cells,
         )
 
     async def preview(self, client_id: str, request: Mapping[str, Any]) -> dict[str, Any]:

@@ -425,6 +425,11 @@ export interface IStartRunRequest {
    */
   fix_cell_id?: string | null;
   /**
+   * Cells the user attached (by id): their code and outputs go with the request
+   * (outputs only with share_outputs on; jupyter-ci-skip cells never).
+   */
+  attached_cell_ids?: string[];
+  /**
    * Files the user attached (paths under the server's root); their schema and
    * first rows go into the context.
    */
@@ -500,6 +505,7 @@ export interface IPreviewRequest {
   anchor_cell_id: string | null;
   fix_cell_id?: string | null;
   attachments?: string[];
+  attached_cell_ids?: string[];
   session_options?: Record<string, unknown>;
   user_options?: Record<string, unknown>;
 }

@@ -89,6 +89,51 @@ async def test_a_preview_shows_what_would_be_sent_without_sending_it(
     assert [same(m["content"]) for m in sent] == [same(m["content"]) for m in preview["messages"]]
 
 
+async def test_attached_cells_go_with_their_outputs_and_only_as_the_user_allows(
+    app: JupyterCIServer,
+    model_server: ScriptedModelServer,
+    start_kernel: KernelStarter,
+    tab_factory: TabFactory,
+) -> None:
+    kernel_id = await start_kernel()
+    tab = tab_factory()
+    notebook = tab.open_notebook("a.ipynb", kernel_id)
+    await tab.connect()
+    await tab.run_user_cell("a.ipynb", "print('OUTPUT-MARKER')  # attached")
+    await tab.run_user_cell("a.ipynb", "print('SKIPPED-MARKER')")
+    await tab.run_user_cell("a.ipynb", "x = 1")
+    attached, skipped, last = (cell["id"] for cell in notebook.cells)
+    notebook.cells[1]["metadata"]["tags"] = ["jupyter-ci-skip"]
+    # New cells would go above the attached one: it is not in the notebook view, only attached.
+    fields = {"anchor_cell_id": attached, "attached_cell_ids": [attached, skipped, "gone"]}
+    reply = await tab.request(preview_request(kernel_id, "explain these", **fields))
+    request = reply["preview"]["messages"][-1]["content"]
+    assert "The notebook has no cells above the request." in request
+    assert "cells the user attached" in request
+    assert "print('OUTPUT-MARKER')  # attached" in request
+    assert "# output of cell 1:\n[stdout] OUTPUT-MARKER" in request
+    assert "SKIPPED-MARKER" not in request
+    assert "[cell 2 is tagged jupyter-ci-skip: not shown]" in request
+    assert "[an attached cell is no longer in the notebook]" in request
+    assert request.rstrip().endswith("explain these")
+    # Without share_outputs the code goes, the output does not.
+    private = await tab.request(
+        preview_request(kernel_id, "explain these", options={"share_outputs": False}, **fields)
+    )
+    request = private["preview"]["messages"][-1]["content"]
+    assert "print('OUTPUT-MARKER')  # attached" in request
+    assert "# output of cell 1" not in request
+    # The conversation keeps what the user typed, not the attached code.
+    model_server.set_script([Reply.text("It prints a marker.")])
+    run = await tab.request(
+        start_request("a.ipynb", kernel_id, "explain these", **{**fields, "anchor_cell_id": last})
+    )
+    await tab.wait_for_event(finished, run["run_id"])
+    assert "OUTPUT-MARKER" in model_server.chat_requests[0].body["messages"][-1]["content"]
+    history = await app.store.messages((await app.store.conversation_for("a.ipynb")).id)
+    assert [m.text for m in history if m.role == "user"] == ["explain these"]
+
+
 async def test_fix_this_cell_through_the_server(
     app: JupyterCIServer,
     model_server: ScriptedModelServer,

@@ -14,6 +14,7 @@ export interface IRequestFields {
   anchor_cell_id: string | null;
   fix_cell_id: string | null;
   attachments: string[];
+  attached_cell_ids: string[];
   user_options: Record<string, unknown>;
 }
 
@@ -32,8 +33,8 @@ export interface IRequestInput {
 }
 
 /**
- * The request for a notebook: attached cells go into the prompt as code,
- * attached files as paths (the server describes them), the panel's choices
+ * The request for a notebook: attached cells and files go by their ids and
+ * paths (the server reads and describes them), the panel's choices
  * as the request's own options; new cells go below the active cell. Null
  * when the notebook has no kernel.
  */
@@ -46,11 +47,11 @@ export async function buildRequest(
   if (!kernel) {
     return null;
   }
-  let prompt = input.text;
   const files: string[] = [];
+  const cellIds: string[] = [];
   for (const item of input.attachments) {
     if (item.kind === 'cell') {
-      prompt += `\n\nAttached ${item.label}:\n\`\`\`python\n${item.source}\n\`\`\``;
+      cellIds.push(item.cellId);
     } else {
       files.push(item.path);
     }
@@ -69,13 +70,14 @@ export async function buildRequest(
   return {
     notebook_path: panel.context.path,
     kernel_id: kernel.id,
-    prompt,
+    prompt: input.text,
     options,
     anchor_cell_id: input.fixCellId
       ? null
       : (panel.content.activeCell?.model.id ?? null),
     fix_cell_id: input.fixCellId,
     attachments: files,
+    attached_cell_ids: cellIds,
     user_options: input.userOptions
   };
 }
