@@ -1,16 +1,22 @@
 """``%%ci`` in real JupyterLab: the handoff to the tab, generated cells run in the user's kernel,
 fixes shown as diffs, the status output, Restart and Run All, and re-runs.
 
+``.ci/run`` runs these again with jupyter-collaboration, then with jupyter-server-nbmodel too
+(``NBMODEL``): nbmodel runs cells from the server without their metadata, so the labextension's
+stamp never reaches the kernel and the tab's ``expect_handoff`` is what hands the %%ci over.
+
 The model is the scripted server; the kernel is real (pandas and matplotlib); the labextension
 is the built one.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from jupyter_ci.testing import Reply, ScriptedModelServer
 
+from .conftest import NBMODEL
 from .lab import Lab
 from .notebooks import (
     cells,
@@ -40,6 +46,12 @@ plt.scatter(df["petal_len"], df["petal_width"])
 plt.show()"""
 FIXED_PLOT = BROKEN_PLOT.replace('df["petal_len"]', 'df["petal_length"]')
 LOAD_DF = 'import pandas as pd\ndf = pd.read_csv("iris.csv")\ndf.head()'
+
+
+def executed_by_server(lab: Lab, cell_id: str) -> list[str]:
+    """jupyter-server-nbmodel's log lines for the cell: the status of each execution it ran."""
+    pattern = re.compile(rf"Executed cell {re.escape(cell_id)} of document .*status=(\w+)")
+    return [m.group(1) for m in pattern.finditer(lab.log())]
 
 
 def message_text(message: dict[str, Any]) -> str:
@@ -155,6 +167,13 @@ def test_restart_and_run_all_then_again_without_duplication(
     assert "JupyterCIHandoff" not in everything
     assert status_of(first[1]) is not None
     assert "ran the 1 cell after this one" in str(status_of(first[1])["continuation"])
+    if NBMODEL:
+        # jupyter-server-nbmodel ran the first cells from the server, without their metadata,
+        # yet the %%ci was handed over (its queue-stopping error is how it ended there); the cell
+        # after it, cancelled by nbmodel's queue, was run by jupyter-ci once the run was done.
+        assert executed_by_server(model_lab, first[0]["id"]) == ["ok"], model_lab.log()[-3000:]
+        assert executed_by_server(model_lab, first[1]["id"]) == ["error"]
+        assert executed_by_server(model_lab, first[3]["id"]) == []
 
     # Again: the generated cell is still there, so the model is not asked again and nothing is
     # duplicated; the held-back cells (the generated one, then the later one) run in order.

@@ -3,8 +3,8 @@ manager's own client sends the cell's code with no metadata, so no stamp reaches
 cell a tab said it scheduled (``expect_handoff``) is handed off to it all the same.
 
 The executor here makes exactly nbmodel's call (``km.client().execute_interactive(code)``) on a
-real kernel of a real Jupyter server; the browser side with nbmodel itself installed is in
-``tests/browser/test_nbmodel.py``.
+real kernel of a real Jupyter server; the browser side, with nbmodel itself installed, is
+``tests/browser/test_magic_handoff.py`` in the nbmodel stage of ``.ci/run``.
 """
 
 from __future__ import annotations
@@ -33,6 +33,19 @@ async def execute_as_server(client: Any, code: str) -> list[dict[str, Any]]:
     except TimeoutError:
         raise AssertionError(f"no end of {code!r}: {messages!r}") from None
     return messages
+
+
+async def expect(tab: ScriptedTab, kernel_id: str) -> dict[str, Any]:
+    """What the labextension sends when it schedules the %%ci cell ``magic``."""
+    return await tab.request(
+        {
+            "request": "expect_handoff",
+            "notebook_path": "a.ipynb",
+            "kernel_id": kernel_id,
+            "cell_id": "magic",
+            "code": MAGIC,
+        }
+    )
 
 
 def exists(path: str) -> bool:
@@ -78,15 +91,7 @@ async def test_a_cell_the_tab_expects_is_handed_off_from_the_servers_client(
         assert not exists(where)
 
         # The tab scheduled it: the server tells the kernel, which hands it off with its cell.
-        reply = await tab.request(
-            {
-                "request": "expect_handoff",
-                "notebook_path": "a.ipynb",
-                "kernel_id": kernel_id,
-                "cell_id": "magic",
-                "code": MAGIC,
-            }
-        )
+        reply = await expect(tab, kernel_id)
         assert reply == {"reply_to": reply["reply_to"], "ok": True, "expected": True}
         assert exists(where)
         messages = await execute_as_server(server_client, MAGIC)
@@ -137,15 +142,7 @@ async def test_an_expectation_is_only_for_the_servers_own_clients(
     tab = tab_factory()
     tab.open_notebook("a.ipynb", kernel_id, [code_cell(MAGIC, "magic")])
     assert (await tab.connect() or {}).get("ok") is True
-    reply = await tab.request(
-        {
-            "request": "expect_handoff",
-            "notebook_path": "a.ipynb",
-            "kernel_id": kernel_id,
-            "cell_id": "magic",
-            "code": MAGIC,
-        }
-    )
+    reply = await expect(tab, kernel_id)
     assert reply["expected"] is True
     # Another client of the kernel (a console, another tab) sends the same code: not handed off.
     other = manager.client()
@@ -161,15 +158,7 @@ async def test_an_expectation_is_only_for_the_servers_own_clients(
     finally:
         other.stop_channels()
     # A kernel this server does not run cannot be told.
-    unknown = await tab.request(
-        {
-            "request": "expect_handoff",
-            "notebook_path": "a.ipynb",
-            "kernel_id": "no-such-kernel",
-            "cell_id": "magic",
-            "code": MAGIC,
-        }
-    )
+    unknown = await expect(tab, "no-such-kernel")
     assert unknown["ok"] is True
     assert unknown["expected"] is False
     # A restart forgets what the kernel was expected to receive before it.
