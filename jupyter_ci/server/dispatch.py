@@ -35,6 +35,20 @@ def error_info(code: str, message: str, hint: str = "") -> dict[str, Any]:
     return info
 
 
+def _definition_of(message: dict[str, Any]) -> str:
+    """The narrowest schema definition to check ``message`` against.
+
+    Call replies are most of the traffic (four a step); checking them against the whole
+    ``ClientMessage`` oneOf evaluates every branch (1-4 ms each on a busy machine), their own
+    definition costs well under 0.1 ms.
+    """
+    if "call_id" in message and "request" not in message:
+        if "progress" in message:
+            return "CallProgress"
+        return "CallFailure" if message.get("ok") is False else "CallResult"
+    return "ClientMessage"
+
+
 class Dispatcher:
     """Routes the messages of every connection."""
 
@@ -66,7 +80,7 @@ class Dispatcher:
             self._too_large(connection, message, size)
             return
         try:
-            protocol.validate("ClientMessage", message)
+            protocol.validate(_definition_of(message), message)
         except ValueError as err:
             self._refuse(connection, message, error_info("bad_message", str(err)))
             return

@@ -357,7 +357,19 @@ async def test_another_tab_on_the_notebook_sees_the_run(
     assert any(r["run_id"] == run_id for m in notices for r in m["runs"])
 
 
-@pytest.mark.parametrize("bad", ["not json", "[1, 2]", '{"request": "dance"}'])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "not json",
+        "[1, 2]",
+        '{"request": "dance"}',
+        # Call replies are checked against their own definitions (the common, cheap case).
+        '{"call_id": "k1", "ok": true, "result": {}, "key": "sk-1"}',
+        '{"call_id": "k1", "ok": false}',
+        '{"call_id": "k1", "progress": "halfway", "started_at": 1.0}',
+        '{"call_id": "k1", "ok": true, "result": {}, "request": "hello"}',
+    ],
+)
 async def test_bad_messages_get_an_error_and_keep_the_socket(
     app: JupyterCIServer, start_kernel: KernelStarter, tab_factory: TabFactory, bad: str
 ) -> None:
