@@ -11,7 +11,8 @@ the same clock.
    browser) and minus the model's time (the scripted server's request to its reply's end). What
    is left is the Lab path's own cost per step: the websocket round trips of insert, append and
    run, the browser's work on them, the loop and the run manager. The browser's own share (call
-   received to answer sent, minus the kernel) is shown too.
+   received to answer sent, minus the kernel) is shown too, and how many React renders the page
+   committed per step (a count, steady however loaded the machine is).
 2. **Token to cell**: the model streams a cell of numbered lines, one token every 50 ms; for each
    line, the delay from the chunk that completed it leaving the scripted server to the line
    appearing in the cell's editor in the page (a MutationObserver on the DOM).
@@ -56,6 +57,20 @@ from tests.browser.notebooks import (
 TERMINAL = ("done", "failed", "stopped", "refused", "reused", "unavailable")
 LONG_CELL = "import time\nprint('started', flush=True)\nfor _ in range(600):\n    time.sleep(0.1)"
 TOKEN_DELAY = 0.05
+#: Counts React's commits in the page (the hook React reports each commit to when one is present).
+COUNT_REACT_COMMITS = """
+window.__reactCommits = 0;
+window.__REACT_DEVTOOLS_GLOBAL_HOOK__ = {
+  supportsFiber: true, renderers: new Map(), isDisabled: false, checkDCE() {},
+  inject(renderer) {
+    const id = this.renderers.size + 1;
+    this.renderers.set(id, renderer);
+    return id;
+  },
+  onCommitFiberRoot() { window.__reactCommits++; }, onCommitFiberUnmount() {},
+  onPostCommitFiberRoot() {}, onScheduleFiberRoot() {}, setStrictMode() {}
+};
+"""
 
 
 class ChunkClock:
@@ -127,8 +142,10 @@ def cost_per_step(
     )
     open_notebook(page, path)
     command(page, "jupyter-ci:call-timings", {"clear": True})
+    commits_before = page.evaluate("window.__reactCommits")
     run_all(page, path)
     status = wait_for_status(page, path, 1, TERMINAL, timeout=600)
+    commits = page.evaluate("window.__reactCommits") - commits_before
     assert status["state"] == "done", status
     run_id = status["run_id"]
     finished = [e["time"] for e in frames.events(run_id, "execution_finished")]
@@ -159,6 +176,10 @@ def cost_per_step(
     print(f"   of which in the browser (call in to answer out, minus kernel): {describe(browser)}")
     print(f"   the rest (server: loop, model client, run manager; websocket): {describe(rest)}")
     print(f"   kernel time of the cell: {describe(kernel)}; calls per step: {calls_per_step:.1f}")
+    print(
+        f"   React renders committed in the page per step: {commits / (steps + 1):.1f} "
+        "(JupyterLab's toolbars and status bar, and jupyter-ci's panel and status outputs)"
+    )
 
 
 def token_delay(page: Any, lab: Lab, model: ScriptedModelServer) -> None:
@@ -312,6 +333,7 @@ def main(steps: int, stops: int) -> None:
     ):
         browser = launch_chromium(playwright)
         page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+        page.add_init_script(COUNT_REACT_COMMITS)
         frames = Frames(page)
         open_lab_app(page, lab)
         cost_per_step(page, lab, model, frames, steps)

@@ -64,8 +64,7 @@ export class ChatController implements IDisposable {
     this._contents = options.contents ?? null;
     this.index.tracker.currentChanged.connect(this._onCurrent);
     this.index.pathsChanged.connect(this._onCurrent);
-    this.connection.runsChanged.connect(this._emit);
-    this.model.changed.connect(this._onModel);
+    this.connection.runsChanged.connect(this._onRuns);
     this.prefs.changed.connect(this._onPrefs);
     this._state = {
       path: null,
@@ -485,7 +484,7 @@ export class ChatController implements IDisposable {
     this._isDisposed = true;
     this.index.tracker.currentChanged.disconnect(this._onCurrent);
     this.index.pathsChanged.disconnect(this._onCurrent);
-    this.connection.runsChanged.disconnect(this._emit);
+    this.connection.runsChanged.disconnect(this._onRuns);
     this.model.dispose();
     Signal.clearData(this);
   }
@@ -530,13 +529,7 @@ export class ChatController implements IDisposable {
         this.model.conversation(path);
       }
     } else {
-      this._emit();
-    }
-  };
-
-  private readonly _onModel = (_sender: ChatModel, path: string): void => {
-    if (path === this._state.path) {
-      this._emit();
+      this._onRuns();
     }
   };
 
@@ -547,17 +540,34 @@ export class ChatController implements IDisposable {
     this._update({ prefs });
   };
 
-  private readonly _emit = (): void => {
+  /**
+   * The runs changed (a notice per state change of any run): the panel's
+   * state changes only if the notebook's active run is another one (the
+   * panel shows only whether a run is active, and stops it by its id; the
+   * conversation is the model's, which the view follows itself).
+   */
+  private readonly _onRuns = (): void => {
+    const activeRun = this._activeRun();
+    if (activeRun?.run_id !== this._state.activeRun?.run_id) {
+      this._update({});
+    }
+  };
+
+  private _activeRun(): IRunInfo | null {
     const path = this._state.path;
-    const activeRun =
+    return (
       (path &&
         this.connection.runs.find(
           run => run.notebook_path === path && run.position === 0
         )) ||
-      null;
-    this._state = { ...this._state, activeRun };
+      null
+    );
+  }
+
+  private _emit(): void {
+    this._state = { ...this._state, activeRun: this._activeRun() };
     this._changed.emit();
-  };
+  }
 
   private _update(change: Partial<IChatState>): void {
     this._state = { ...this._state, ...change };

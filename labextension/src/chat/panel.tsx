@@ -2,11 +2,12 @@ import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import { ReactWidget } from '@jupyterlab/ui-components';
 import type { Drag } from '@lumino/dragdrop';
 import { Message } from '@lumino/messaging';
+import { Signal } from '@lumino/signaling';
 import * as React from 'react';
 
 import { jupyterCIIcon } from '../icons';
 import { ChatController } from './controller';
-import { ChatView } from './view';
+import { ChatView, IShown } from './view';
 
 /**
  * The id of the jupyter-ci side panel (used by `shell.activateById`).
@@ -127,12 +128,26 @@ export class ChatPanel extends ReactWidget {
     target.focus();
   }
 
+  protected onAfterShow(msg: Message): void {
+    super.onAfterShow(msg);
+    this._shownAgain.emit();
+  }
+
   protected render(): React.ReactElement {
     return (
-      <ChatView controller={this._controller} rendermime={this._rendermime} />
+      <ChatView
+        controller={this._controller}
+        rendermime={this._rendermime}
+        shown={this._shown}
+      />
     );
   }
 
+  private readonly _shownAgain = new Signal<this, void>(this);
+  private readonly _shown: IShown = {
+    isVisible: () => this.isVisible,
+    shownAgain: this._shownAgain
+  };
   private readonly _controller: ChatController;
   private readonly _rendermime: IRenderMimeRegistry;
 }

@@ -1,4 +1,5 @@
 import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
+import { ISignal } from '@lumino/signaling';
 import * as React from 'react';
 
 import { ChatController, IChatState } from './controller';
@@ -10,33 +11,80 @@ import { IConversationView } from './model';
 import { PreviewView } from './preview';
 import { SetupCard } from './setup';
 
-function useChatState(controller: ChatController): IChatState {
-  const subscribe = React.useCallback(
-    (onChange: () => void) => {
-      const listener = (): void => onChange();
-      controller.changed.connect(listener);
-      return () => {
-        controller.changed.disconnect(listener);
-      };
-    },
-    [controller]
+/**
+ * Whether the panel is shown, and when it is shown again (while it is
+ * hidden, changes are not rendered: the panel renders once when shown).
+ */
+export interface IShown {
+  isVisible(): boolean;
+  shownAgain: ISignal<unknown, void>;
+}
+
+/**
+ * Subscribe to a signal for `useSyncExternalStore`: at once while the panel
+ * is shown (`frame` false) or at most once per animation frame (`frame`
+ * true), and once when shown again after changes while hidden.
+ */
+function subscriber(
+  signal: ISignal<unknown, unknown>,
+  shown: IShown,
+  frame: boolean
+): (onChange: () => void) => () => void {
+  return (onChange: () => void) => {
+    let pending = 0;
+    let missed = false;
+    const listener = (): void => {
+      if (!shown.isVisible()) {
+        missed = true;
+      } else if (!frame) {
+        onChange();
+      } else if (!pending) {
+        pending = window.requestAnimationFrame(() => {
+          pending = 0;
+          onChange();
+        });
+      }
+    };
+    const onShown = (): void => {
+      if (missed) {
+        missed = false;
+        onChange();
+      }
+    };
+    signal.connect(listener);
+    shown.shownAgain.connect(onShown);
+    return () => {
+      signal.disconnect(listener);
+      shown.shownAgain.disconnect(onShown);
+      window.cancelAnimationFrame(pending);
+    };
+  };
+}
+
+/**
+ * The panel's state, rendered at once (the input is a controlled textarea).
+ */
+function useChatState(controller: ChatController, shown: IShown): IChatState {
+  const subscribe = React.useMemo(
+    () => subscriber(controller.changed, shown, false),
+    [controller, shown]
   );
   return React.useSyncExternalStore(subscribe, () => controller.state);
 }
 
+/**
+ * The conversation shown, rendered at most once per animation frame: a run
+ * sends several events per step and streams tokens, and only the latest
+ * matters.
+ */
 function useConversation(
   controller: ChatController,
-  path: string | null
+  path: string | null,
+  shown: IShown
 ): IConversationView | null {
-  const subscribe = React.useCallback(
-    (onChange: () => void) => {
-      const listener = (): void => onChange();
-      controller.model.changed.connect(listener);
-      return () => {
-        controller.model.changed.disconnect(listener);
-      };
-    },
-    [controller]
+  const subscribe = React.useMemo(
+    () => subscriber(controller.model.changed, shown, true),
+    [controller, shown]
   );
   return React.useSyncExternalStore(subscribe, () =>
     path ? controller.model.conversation(path) : null
@@ -49,10 +97,11 @@ function useConversation(
 export function ChatView(props: {
   controller: ChatController;
   rendermime: IRenderMimeRegistry;
+  shown: IShown;
 }): React.ReactElement {
-  const { controller, rendermime } = props;
-  const state = useChatState(controller);
-  const conversation = useConversation(controller, state.path);
+  const { controller, rendermime, shown } = props;
+  const state = useChatState(controller, shown);
+  const conversation = useConversation(controller, state.path, shown);
   const actions = React.useMemo<ICodeActions>(
     () => ({ insertBelow: code => controller.insertBelow(code) }),
     [controller]
