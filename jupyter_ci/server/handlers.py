@@ -71,11 +71,9 @@ class ConversationHandler(BaseHandler):
         conversation = await store.conversation_for(self._path())
         messages = await store.messages(conversation.id, limit=None)
         totals = await store.usage_totals(conversation.id)
-        run_ids = list(dict.fromkeys(m.run_id for m in messages if m.run_id))
-        runs = [
-            {"run_id": run_id, "events": await store.events(run_id)}
-            for run_id in run_ids[-HISTORY_RUNS:]
-        ]
+        run_ids = list(dict.fromkeys(m.run_id for m in messages if m.run_id))[-HISTORY_RUNS:]
+        events = await store.events_of(run_ids)
+        runs = [{"run_id": run_id, "events": events[run_id]} for run_id in run_ids]
         self.write_json(
             {
                 "conversation_id": conversation.id,

@@ -720,6 +720,10 @@ class ConversationStore:
         """
         return await self._do(partial(_events, run_id, after_seq))
 
+    async def events_of(self, run_ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
+        """The persisted events of several runs, by run id, in one trip to the database."""
+        return await self._do(partial(_events_of, list(run_ids)))
+
     async def usage_totals(self, conversation_id: str) -> UsageTotals:
         """Tokens and cost over a conversation's runs; cost None if any run's was unknown.
 
@@ -1197,6 +1201,10 @@ def _events(run_id: str, after_seq: int, conn: sqlite3.Connection) -> list[dict[
         (run_id, after_seq),
     ).fetchall()
     return [json.loads(row["data"]) for row in rows]
+
+
+def _events_of(run_ids: list[str], conn: sqlite3.Connection) -> dict[str, list[dict[str, Any]]]:
+    return {run_id: _events(run_id, 0, conn) for run_id in run_ids}
 
 
 def _usage_totals(conversation_id: str, conn: sqlite3.Connection) -> UsageTotals:

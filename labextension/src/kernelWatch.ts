@@ -3,6 +3,7 @@ import { Kernel, KernelMessage } from '@jupyterlab/services';
 import { IDisposable } from '@lumino/disposable';
 import { ISignal, Signal } from '@lumino/signaling';
 
+import { Conditions } from './conditions';
 import { HELD_BACK_ERROR_NAME } from './constants';
 import { HANDOFF_MIME } from './protocolConstants';
 
@@ -81,7 +82,10 @@ export class KernelWatcher implements IDisposable {
     if (!record) {
       return;
     }
-    await this._until(() => record.reply !== null && record.idle, timeout);
+    await this._conditions.until(
+      () => record.reply !== null && record.idle,
+      timeout
+    );
     // The kernel connection handles a reply after announcing it: let it.
     await new Promise<void>(resolve => window.setTimeout(resolve, 0));
   }
@@ -98,7 +102,7 @@ export class KernelWatcher implements IDisposable {
     if (!record) {
       return null;
     }
-    await this._until(() => record.reply !== null, timeout);
+    await this._conditions.until(() => record.reply !== null, timeout);
     return record.reply;
   }
 
@@ -115,7 +119,7 @@ export class KernelWatcher implements IDisposable {
     if (!target) {
       return [];
     }
-    await this._until(() => target.reply !== null, timeout);
+    await this._conditions.until(() => target.reply !== null, timeout);
     const replied = target.replyOrder ?? Number.POSITIVE_INFINITY;
     const queued = [...this._log.values()]
       .filter(
@@ -125,7 +129,7 @@ export class KernelWatcher implements IDisposable {
           record.order < replied
       )
       .sort((a, b) => a.order - b.order);
-    await this._until(
+    await this._conditions.until(
       () => queued.every(record => record.reply !== null),
       timeout
     );
@@ -149,7 +153,7 @@ export class KernelWatcher implements IDisposable {
     this._isDisposed = true;
     this._sessionContext.kernelChanged.disconnect(this._onKernelChanged);
     this._connect(null);
-    this._wake();
+    this._conditions.releaseAll();
     Signal.clearData(this);
   }
 
@@ -203,7 +207,7 @@ export class KernelWatcher implements IDisposable {
           ename: typeof content.ename === 'string' ? content.ename : null
         };
         record.replyOrder = ++this._clock;
-        this._wake();
+        this._conditions.check();
       }
     }
   };
@@ -220,7 +224,7 @@ export class KernelWatcher implements IDisposable {
       const record = this._log.get(parent.msg_id ?? '');
       if (record) {
         record.idle = true;
-        this._wake();
+        this._conditions.check();
       }
       return;
     }
@@ -239,36 +243,6 @@ export class KernelWatcher implements IDisposable {
     }
   };
 
-  private _until(condition: () => boolean, timeout: number): Promise<void> {
-    if (condition() || this._isDisposed) {
-      return Promise.resolve();
-    }
-    return new Promise<void>(resolve => {
-      const timer = window.setTimeout(done, timeout);
-      const waiter = (): boolean => {
-        if (condition() || this._isDisposed) {
-          done();
-          return true;
-        }
-        return false;
-      };
-      function done(): void {
-        window.clearTimeout(timer);
-        resolve();
-      }
-      this._waiters.add(waiter);
-      // On timeout the waiter stays until the next wake; harmless.
-    });
-  }
-
-  private _wake(): void {
-    for (const waiter of [...this._waiters]) {
-      if (waiter()) {
-        this._waiters.delete(waiter);
-      }
-    }
-  }
-
   private _trim(): void {
     // Old requests are of no use once their replies are long in.
     while (this._log.size > Private.MAX_REQUESTS) {
@@ -284,7 +258,7 @@ export class KernelWatcher implements IDisposable {
   private _kernel: Kernel.IKernelConnection | null = null;
   private readonly _log = new Map<string, Private.IRequestRecord>();
   private _clock = 0;
-  private readonly _waiters = new Set<() => boolean>();
+  private readonly _conditions = new Conditions();
   private _isDisposed = false;
   private readonly _handoffSeen = new Signal<this, IHandoffSeen>(this);
 }

@@ -2,6 +2,8 @@ import { Notebook, NotebookActions } from '@jupyterlab/notebook';
 import { IDisposable } from '@lumino/disposable';
 import { Signal } from '@lumino/signaling';
 
+import { Conditions } from './conditions';
+
 /**
  * The cells a notebook scheduled and how their executions ended, as
  * JupyterLab's notebook actions announce them (`executionScheduled`, then
@@ -37,7 +39,7 @@ export class ScheduleLog implements IDisposable {
     if (!record) {
       return null;
     }
-    await this._until(() => record.success !== null, timeout);
+    await this._conditions.until(() => record.success !== null, timeout);
     return record.success;
   }
 
@@ -56,13 +58,13 @@ export class ScheduleLog implements IDisposable {
     if (!target) {
       return [];
     }
-    await this._until(() => target.success !== null, timeout);
+    await this._conditions.until(() => target.success !== null, timeout);
     const ended = target.endedAt ?? Number.POSITIVE_INFINITY;
     const queued = (this._records.get(notebook) ?? []).filter(
       record =>
         record.scheduledAt > target.scheduledAt && record.scheduledAt < ended
     );
-    await this._until(
+    await this._conditions.until(
       () => queued.every(record => record.success !== null),
       timeout
     );
@@ -85,7 +87,7 @@ export class ScheduleLog implements IDisposable {
     this._isDisposed = true;
     NotebookActions.executionScheduled.disconnect(this._onScheduled);
     NotebookActions.executed.disconnect(this._onExecuted);
-    this._wake(true);
+    this._conditions.releaseAll();
     Signal.clearData(this);
   }
 
@@ -120,7 +122,7 @@ export class ScheduleLog implements IDisposable {
     }
     record.success = args.success;
     record.endedAt = ++this._clock;
-    this._wake(false);
+    this._conditions.check();
   };
 
   /**
@@ -152,37 +154,8 @@ export class ScheduleLog implements IDisposable {
     );
   }
 
-  private _until(condition: () => boolean, timeout: number): Promise<void> {
-    if (condition() || this._isDisposed) {
-      return Promise.resolve();
-    }
-    return new Promise<void>(resolve => {
-      const timer = window.setTimeout(() => {
-        this._waiters.delete(waiter);
-        resolve();
-      }, timeout);
-      const waiter = (force: boolean): boolean => {
-        if (!force && !condition()) {
-          return false;
-        }
-        window.clearTimeout(timer);
-        resolve();
-        return true;
-      };
-      this._waiters.add(waiter);
-    });
-  }
-
-  private _wake(force: boolean): void {
-    for (const waiter of [...this._waiters]) {
-      if (waiter(force)) {
-        this._waiters.delete(waiter);
-      }
-    }
-  }
-
   private readonly _records = new WeakMap<Notebook, Private.IRecord[]>();
-  private readonly _waiters = new Set<(force: boolean) => boolean>();
+  private readonly _conditions = new Conditions();
   private _clock = 0;
   private _isDisposed = false;
 }

@@ -564,14 +564,9 @@ export class ChatController implements IDisposable {
     );
   }
 
-  private _emit(): void {
-    this._state = { ...this._state, activeRun: this._activeRun() };
-    this._changed.emit();
-  }
-
   private _update(change: Partial<IChatState>): void {
-    this._state = { ...this._state, ...change };
-    this._emit();
+    this._state = { ...this._state, ...change, activeRun: this._activeRun() };
+    this._changed.emit();
   }
 
   private readonly _userOptions: () => Record<string, unknown>;
