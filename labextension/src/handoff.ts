@@ -1,6 +1,7 @@
 import { ISessionContext, Notification } from '@jupyterlab/apputils';
 import { Cell, CodeCell, ICellModel, ICodeCellModel } from '@jupyterlab/cells';
 import { Notebook, NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
+import { Kernel } from '@jupyterlab/services';
 import { PromiseDelegate } from '@lumino/coreutils';
 import { IDisposable } from '@lumino/disposable';
 
@@ -19,7 +20,7 @@ import {
 import { IHandoffSeen, KernelWatcher } from './kernelWatch';
 import { NotebookIndex } from './notebooks';
 import type { IErrorInfo, IHandoff } from './protocol';
-import { PROTOCOL_VERSION } from './protocolConstants';
+import { HANDOFF_MIME, PROTOCOL_VERSION } from './protocolConstants';
 import { RunTracker } from './runs';
 import { ScheduleLog } from './scheduleLog';
 import { makeStatus, statusLine } from './statusData';
@@ -144,6 +145,50 @@ export class HandoffController implements IDisposable {
         // Only a server-side executor's request needs it; the stamp serves the rest.
         console.debug('jupyter-ci: expect_handoff not sent', error);
       });
+    void this._claimFromCell(panel, kernel, cellId).catch((error: unknown) => {
+      console.error('jupyter-ci: could not claim a %%ci handoff', error);
+    });
+  }
+
+  /**
+   * Claim an expected cell's handoff from the cell itself, once its
+   * execution has ended, if the kernel connection did not show it: a
+   * server-side executor may run the cell while this page's connection is
+   * still joining the kernel's output channel (right after a kernel restart),
+   * and the handoff then reaches the page only through the cell's outputs.
+   * Only for a cell this page scheduled and still expects; the nonce is
+   * claimed once whichever way it arrives.
+   */
+  private async _claimFromCell(
+    panel: NotebookPanel,
+    kernel: Kernel.IKernelConnection,
+    cellId: string
+  ): Promise<void> {
+    const expected = Private.key(kernel.id, cellId);
+    await this._schedule.executed(panel.content, cellId);
+    const deadline = Date.now() + Private.OUTPUTS_SETTLE;
+    while (this._expected.has(expected) && Date.now() < deadline) {
+      const found = this._index.findCellAnywhere(cellId);
+      const payload = found ? Private.handoffIn(found.model) : null;
+      const watcher = this._watchers.get(panel.sessionContext);
+      if (payload && watcher) {
+        console.debug(
+          `jupyter-ci: the handoff of cell ${cellId} read from the cell (the kernel connection did not show it)`
+        );
+        await this._claim(watcher, {
+          kernel,
+          payload,
+          requestId: '',
+          session:
+            typeof payload.kernel_session === 'string'
+              ? payload.kernel_session
+              : '',
+          own: false
+        });
+        return;
+      }
+      await new Promise(resolve => window.setTimeout(resolve, 50));
+    }
   }
 
   // --- watching kernels --------------------------------------------------------
@@ -312,18 +357,39 @@ export class HandoffController implements IDisposable {
   }
 
   /**
-   * Resolves when a server-side executor's run of the `%%ci` cell has ended
-   * and its outputs (the handoff, the queue-stopping error) are in the cell:
-   * with real-time collaboration they come through the shared document, and
-   * may arrive just after the executor's reply.
+   * Resolves when a server-side executor's outputs of the `%%ci` cell (the
+   * handoff, the queue-stopping error) are in the cell, so that the status
+   * can replace them: with real-time collaboration they come through the
+   * shared document, usually before the executor's page learns (by polling,
+   * up to a second later) that the cell ended, sometimes just after; without
+   * it the executor writes them when it learns. At the latest
+   * `OUTPUTS_SETTLE` ms after the end, or when the cell is gone.
+   *
+   * If the executor writes its outputs again when it learns of the end (its
+   * output-recovery option), the status is put back.
    */
   private async _serverExecuted(
     notebook: Notebook,
     cellId: string
   ): Promise<void> {
-    await this._schedule.executed(notebook, cellId);
-    const deadline = Date.now() + Private.OUTPUTS_SETTLE;
-    while (Date.now() < deadline) {
+    let deadline = Number.POSITIVE_INFINITY;
+    let ended = false;
+    const earlier = this._statusOutputs.get(cellId);
+    void this._schedule.executed(notebook, cellId).then(() => {
+      ended = true;
+      deadline = Date.now() + Private.OUTPUTS_SETTLE;
+      const found = this._index.findCellAnywhere(cellId);
+      const status = this._statusOutputs.get(cellId);
+      if (
+        found &&
+        status &&
+        status !== earlier &&
+        Private.stoppedTheQueue(found.model)
+      ) {
+        this._statusOutputs.write(cellId, status);
+      }
+    });
+    while (!ended || Date.now() < deadline) {
       const found = this._index.findCellAnywhere(cellId);
       if (!found || Private.stoppedTheQueue(found.model)) {
         return;
@@ -533,6 +599,23 @@ namespace Private {
    * How long the outputs of a server-executed `%%ci` may lag its end (ms).
    */
   export const OUTPUTS_SETTLE = 2_000;
+
+  /**
+   * The handoff payload among the cell's outputs, if any.
+   */
+  export function handoffIn(model: ICellModel): Record<string, unknown> | null {
+    if (model.type !== 'code') {
+      return null;
+    }
+    const outputs = (model as ICodeCellModel).outputs;
+    for (let i = 0; i < outputs.length; i++) {
+      const payload = outputs.get(i).data[HANDOFF_MIME];
+      if (typeof payload === 'object' && payload !== null) {
+        return payload as Record<string, unknown>;
+      }
+    }
+    return null;
+  }
 
   /**
    * Whether the cell shows the handoff's queue-stopping error.

@@ -1,3 +1,4 @@
+import type { Cell } from '@jupyterlab/cells';
 import { Notebook, NotebookActions } from '@jupyterlab/notebook';
 import { IDisposable } from '@lumino/disposable';
 import { Signal } from '@lumino/signaling';
@@ -93,9 +94,10 @@ export class ScheduleLog implements IDisposable {
 
   private readonly _onScheduled = (
     _sender: unknown,
-    args: { notebook: Notebook; cell: { model: { id: string } } }
+    args: { notebook: Notebook; cell: Cell }
   ): void => {
     const records = this._records.get(args.notebook) ?? [];
+    this._ids.set(args.cell, args.cell.model.id);
     records.push({
       cellId: args.cell.model.id,
       scheduledAt: ++this._clock,
@@ -110,13 +112,13 @@ export class ScheduleLog implements IDisposable {
 
   private readonly _onExecuted = (
     _sender: unknown,
-    args: {
-      notebook: Notebook;
-      cell: { model: { id: string } };
-      success: boolean;
-    }
+    args: { notebook: Notebook; cell: Cell; success: boolean }
   ): void => {
-    const record = this._pending(args.notebook, args.cell.model.id);
+    // The id as scheduled: a server-side executor reports the end of a cell
+    // whose notebook was closed meanwhile, when its model is gone.
+    const cellId = this._ids.get(args.cell);
+    const record =
+      cellId === undefined ? undefined : this._pending(args.notebook, cellId);
     if (!record) {
       return;
     }
@@ -155,6 +157,7 @@ export class ScheduleLog implements IDisposable {
   }
 
   private readonly _records = new WeakMap<Notebook, Private.IRecord[]>();
+  private readonly _ids = new WeakMap<Cell, string>();
   private readonly _conditions = new Conditions();
   private _clock = 0;
   private _isDisposed = false;

@@ -14,6 +14,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import pytest
+
+from jupyter_ci.protocol import HANDOFF_MIME
 from jupyter_ci.testing import Reply, ScriptedModelServer
 
 from .conftest import NBMODEL
@@ -186,7 +189,11 @@ def test_restart_and_run_all_then_again_without_duplication(
             return now
         return None
 
-    status = wait_until(new_status, what="a new status for the second request")
+    status = wait_until(
+        new_status,
+        what="a new status for the second request",
+        explain=lambda: dump(page, path) + "\n" + model_lab.log()[-4000:],
+    )
     assert status["state"] == "reused", dump(page, path)
     assert "not asking the model again" in str(status["note"])
     wait_until(
@@ -279,4 +286,56 @@ def test_run_all_with_two_magics_runs_everything_in_order(
         status_of(last[1])["continuation"]
     )
     assert len(model.chat_requests) == 4
+    assert model_context.jupyter_ci_errors == []
+
+
+@pytest.mark.skipif(
+    not NBMODEL, reason="only a server-side executor writes outputs the page did not hear"
+)
+def test_a_handoff_the_page_did_not_hear_is_claimed_from_the_cell(
+    model_context: Any, model_lab: Lab, model: ScriptedModelServer
+) -> None:
+    # Right after a kernel restart, jupyter-server-nbmodel may run the %%ci while this page's
+    # kernel connection is still joining the kernel's output channel: the handoff then reaches
+    # the page only through the cell's outputs, which the server writes. Here the page's kernel
+    # websocket drops every message carrying a handoff, every time.
+    model.set_script([Reply.code(LOAD_DF), Reply.text("df holds the iris data.")])
+    write_iris(model_lab)
+    path = write_notebook(
+        model_lab,
+        ["%load_ext jupyter_ci", "%%ci load the iris data into df", "print('shape', df.shape)"],
+    )
+    page = model_context.new_page()
+    dropped: list[str] = []
+
+    def without_handoffs(socket: Any) -> None:
+        server = socket.connect_to_server()
+
+        def to_page(message: str | bytes) -> None:
+            raw = message.encode() if isinstance(message, str) else message
+            if HANDOFF_MIME.encode() in raw:
+                dropped.append(socket.url)
+                return
+            socket.send(message)
+
+        server.on_message(to_page)
+
+    page.route_web_socket(re.compile(r".*/api/kernels/[^/]+/channels.*"), without_handoffs)
+    open_lab_app(page, model_lab)
+    open_notebook(page, path)
+
+    run_all(page, path)
+    status = wait_for_status(page, path, 1, TERMINAL)
+    assert status["state"] == "done", dump(page, path)
+    wait_until(
+        lambda: str(status_of(cells(page, path)[1]).get("continuation", "")).startswith("ran"),
+        what="the held-back cell ran",
+        explain=lambda: dump(page, path),
+    )
+    assert dropped, "the page's kernel connection carried no handoff to drop"
+    final = cells(page, path)
+    assert [c["id"] for c in generated(final)] == [final[2]["id"]]
+    assert "shape (30, 5)" in text_of(final[-1]["outputs"]), dump(page, path)
+    assert executed_by_server(model_lab, final[1]["id"]) == ["error"]
+    assert len(model.chat_requests) == 2
     assert model_context.jupyter_ci_errors == []
