@@ -206,6 +206,17 @@ def restart_and_run_all(page: Any, path: str) -> None:
     accept.click()
 
 
+def restart_kernel(page: Any, path: str) -> None:
+    """Kernel ▸ Restart Kernel…, accepting the confirmation; returns once the kernel is idle."""
+    activate(page, path)
+    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:restart-kernel'); }")
+    accept = page.locator(".jp-Dialog .jp-mod-accept")
+    accept.wait_for(state="visible", timeout=30_000)
+    accept.click()
+    accept.wait_for(state="hidden", timeout=30_000)
+    wait_kernel_idle(page)
+
+
 def close_notebook(page: Any, path: str) -> None:
     """Close the notebook's tab as the user does (File ▸ Close Tab), discarding changes."""
     activate(page, path)
