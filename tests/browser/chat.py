@@ -88,7 +88,15 @@ def conversation_text(page: Any) -> str:
 
 
 def messages(page: Any, role: str) -> list[str]:
-    """The texts of the conversation's messages of one role (user, assistant, notice)."""
+    """The texts of the conversation's messages of one role (user, assistant, notice), once
+    the Markdown of each is rendered (rendermime renders asynchronously)."""
+    page.wait_for_function(
+        "([sel, role]) => Array.from(document.querySelectorAll("
+        'sel + ` [data-role="${role}"] .jp-jupyter-ci-markdown`))'
+        ".every(e => e.dataset.rendered === 'true')",
+        arg=[PANEL, role],
+        timeout=30_000,
+    )
     found: list[str] = page.evaluate(
         '([sel, role]) => Array.from(document.querySelectorAll(sel + ` [data-role="${role}"]`))'
         ".map(e => Array.from(e.children).filter(c => !c.matches('.jp-jupyter-ci-author'))"

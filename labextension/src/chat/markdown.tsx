@@ -31,6 +31,8 @@ export function Markdown(props: {
       return;
     }
     let cancelled = false;
+    // Rendering is asynchronous: say when this text is in (tests read it).
+    node.dataset.rendered = 'false';
     const renderer = rendermime.createRenderer('text/markdown');
     const model = new MimeModel({
       data: { 'text/markdown': text },
@@ -44,11 +46,13 @@ export function Markdown(props: {
         }
         node.replaceChildren(renderer.node);
         Private.addCodeActions(renderer.node, actions);
+        node.dataset.rendered = 'true';
       })
       .catch(() => {
         if (!cancelled) {
           // Never raw HTML: fall back to the text itself.
           node.textContent = text;
+          node.dataset.rendered = 'true';
         }
       });
     return () => {
