@@ -17,6 +17,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from jupyter_ci.testing import Reply, ScriptedModelServer
+
 from .lab import Lab, wait_kernel_idle
 
 #: Small iris-like data, written next to the notebooks (no download in tests).
@@ -91,6 +93,21 @@ def write_notebook(lab: Lab, sources: Sequence[str], name: str | None = None) ->
 def write_iris(lab: Lab) -> None:
     """Put iris.csv into the Lab's root (the notebooks' working directory)."""
     (Path(lab.root_dir) / "iris.csv").write_text(IRIS_CSV + "\n")
+
+
+LOAD_DF = 'import pandas as pd\ndf = pd.read_csv("iris.csv")\ndf.head()'
+
+
+def iris_request_notebook(lab: Lab, model: ScriptedModelServer) -> str:
+    """The common Run All scenario: ``%load_ext``, a ``%%ci`` that loads iris.csv into ``df``
+    (the model scripted to answer with LOAD_DF, then a sentence), and a later cell using ``df``.
+    Returns the notebook's path."""
+    model.set_script([Reply.code(LOAD_DF), Reply.text("df holds the iris data.")])
+    write_iris(lab)
+    return write_notebook(
+        lab,
+        ["%load_ext jupyter_ci", "%%ci load the iris data into df", "print('shape', df.shape)"],
+    )
 
 
 def open_lab_app(page: Any, lab: Lab) -> None:
@@ -197,23 +214,24 @@ def run_all(page: Any, path: str) -> None:
     page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
 
 
-def restart_and_run_all(page: Any, path: str) -> None:
-    """Kernel ▸ Restart Kernel and Run All Cells…, accepting the confirmation."""
+def _confirmed(page: Any, path: str, command: str) -> Any:
+    """Run a notebook command that asks for confirmation, and accept it; returns the button."""
     activate(page, path)
-    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:restart-run-all'); }")
+    page.evaluate("(id) => { window.jupyterapp.commands.execute(id); }", command)
     accept = page.locator(".jp-Dialog .jp-mod-accept")
     accept.wait_for(state="visible", timeout=30_000)
     accept.click()
+    return accept
+
+
+def restart_and_run_all(page: Any, path: str) -> None:
+    """Kernel ▸ Restart Kernel and Run All Cells…, accepting the confirmation."""
+    _confirmed(page, path, "notebook:restart-run-all")
 
 
 def restart_kernel(page: Any, path: str) -> None:
     """Kernel ▸ Restart Kernel…, accepting the confirmation; returns once the kernel is idle."""
-    activate(page, path)
-    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:restart-kernel'); }")
-    accept = page.locator(".jp-Dialog .jp-mod-accept")
-    accept.wait_for(state="visible", timeout=30_000)
-    accept.click()
-    accept.wait_for(state="hidden", timeout=30_000)
+    _confirmed(page, path, "notebook:restart-kernel").wait_for(state="hidden", timeout=30_000)
     wait_kernel_idle(page)
 
 

@@ -22,9 +22,11 @@ from jupyter_ci.testing import Reply, ScriptedModelServer
 from .conftest import NBMODEL
 from .lab import Lab
 from .notebooks import (
+    LOAD_DF,
     cells,
     dump,
     generated,
+    iris_request_notebook,
     open_lab_app,
     open_notebook,
     panel,
@@ -49,7 +51,6 @@ df = pd.read_csv("iris.csv")
 plt.scatter(df["petal_len"], df["petal_width"])
 plt.show()"""
 FIXED_PLOT = BROKEN_PLOT.replace('df["petal_len"]', 'df["petal_length"]')
-LOAD_DF = 'import pandas as pd\ndf = pd.read_csv("iris.csv")\ndf.head()'
 
 
 def executed_by_server(lab: Lab, cell_id: str) -> list[str]:
@@ -139,12 +140,7 @@ def test_iris_plot_with_one_keyerror_fix(
 def test_restart_and_run_all_then_again_without_duplication(
     model_context: Any, model_lab: Lab, model: ScriptedModelServer
 ) -> None:
-    model.set_script([Reply.code(LOAD_DF), Reply.text("df holds the iris data.")])
-    write_iris(model_lab)
-    path = write_notebook(
-        model_lab,
-        ["%load_ext jupyter_ci", "%%ci load the iris data into df", "print('shape', df.shape)"],
-    )
+    path = iris_request_notebook(model_lab, model)
     page = model_context.new_page()
     open_lab_app(page, model_lab)
     open_notebook(page, path)
@@ -310,12 +306,7 @@ def test_a_handoff_the_page_did_not_hear_is_claimed_from_the_cell(
     # kernel connection is still joining the kernel's output channel: the handoff then reaches
     # the page only through the cell's outputs, which the server writes. Here the page's kernel
     # websocket drops every message carrying a handoff, every time.
-    model.set_script([Reply.code(LOAD_DF), Reply.text("df holds the iris data.")])
-    write_iris(model_lab)
-    path = write_notebook(
-        model_lab,
-        ["%load_ext jupyter_ci", "%%ci load the iris data into df", "print('shape', df.shape)"],
-    )
+    path = iris_request_notebook(model_lab, model)
     page = model_context.new_page()
     dropped: list[str] = []
 

@@ -13,16 +13,18 @@ from typing import Any
 import pytest
 
 from jupyter_ci import __version__
-from jupyter_ci.testing import Reply, ScriptedModelServer
+from jupyter_ci.testing import ScriptedModelServer
 
 from .conftest import NBMODEL, NBMODEL_CANCELLED, SCRIPTED_KEY, SCRIPTED_MODEL
 from .lab import ARTIFACTS, Lab, start_lab
 from .notebooks import (
+    LOAD_DF,
     activate,
     cells,
     command,
     dump,
     generated,
+    iris_request_notebook,
     run_all,
     shutdown_kernels,
     status_of,
@@ -30,7 +32,6 @@ from .notebooks import (
     wait_for_kernel,
     wait_for_status,
     wait_until,
-    write_iris,
     write_notebook,
 )
 
@@ -39,7 +40,6 @@ from .notebooks import (
 NOTEBOOK7_OWN_ERROR = "Cannot read properties of undefined (reading 'schema')"
 
 TERMINAL = ("done", "failed", "stopped", "refused", "reused", "unavailable")
-LOAD_DF = 'import pandas as pd\ndf = pd.read_csv("iris.csv")\ndf.head()'
 
 
 @pytest.fixture(scope="module")
@@ -124,12 +124,7 @@ def test_the_panel_opens_in_notebook7(nb_page: Any, notebook7: Lab) -> None:
 def test_a_magic_request_runs_in_notebook7(
     nb_page: Any, notebook7: Lab, model: ScriptedModelServer
 ) -> None:
-    model.set_script([Reply.code(LOAD_DF), Reply.text("df holds the iris data.")])
-    write_iris(notebook7)
-    path = write_notebook(
-        notebook7,
-        ["%load_ext jupyter_ci", "%%ci load the iris data into df", "print('shape', df.shape)"],
-    )
+    path = iris_request_notebook(notebook7, model)
     open_notebook_page(nb_page, notebook7, path)
     run_all(nb_page, path)
     status = wait_for_status(nb_page, path, 1, TERMINAL)
