@@ -319,6 +319,10 @@ def wait_until(
     raise AssertionError(f"{what} did not hold within {timeout} s (last: {last!r}){detail}")
 
 
+#: The states a %%ci's status output ends in.
+TERMINAL = ("done", "failed", "stopped", "refused", "reused", "unavailable")
+
+
 def wait_for_status(
     page: Any, path: str, cell_index: int, states: Sequence[str], timeout: float = 120
 ) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from jupyter_ci.testing import Reply, ScriptedModelServer
 
 from .lab import Lab
 from .notebooks import (
+    TERMINAL,
     activate,
     cells,
     close_notebook,
@@ -35,7 +36,6 @@ from .notebooks import (
 
 #: jupyter-collaboration is installed (the Lab then shares one document between its tabs).
 REAL_TIME_COLLABORATION = importlib.util.find_spec("jupyter_server_ydoc") is not None
-TERMINAL = ("done", "failed", "stopped", "refused", "reused", "unavailable")
 
 #: A cell that says when it has begun, then runs for up to 30 s (unless interrupted).
 LONG_CELL = "import time\nprint('started', flush=True)\nfor _ in range(300):\n    time.sleep(0.1)"

@@ -23,6 +23,7 @@ from .conftest import NBMODEL
 from .lab import Lab
 from .notebooks import (
     LOAD_DF,
+    TERMINAL,
     cells,
     dump,
     generated,
@@ -42,8 +43,6 @@ from .notebooks import (
     write_iris,
     write_notebook,
 )
-
-TERMINAL = ("done", "failed", "stopped", "refused", "reused", "unavailable")
 
 BROKEN_PLOT = """import pandas as pd
 import matplotlib.pyplot as plt

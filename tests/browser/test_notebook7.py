@@ -19,6 +19,7 @@ from .conftest import NBMODEL, NBMODEL_CANCELLED, SCRIPTED_KEY, SCRIPTED_MODEL
 from .lab import ARTIFACTS, Lab, start_lab
 from .notebooks import (
     LOAD_DF,
+    TERMINAL,
     activate,
     cells,
     command,
@@ -38,8 +39,6 @@ from .notebooks import (
 #: A page error of Notebook 7.6's own keyboard-shortcuts plugin, raised with jupyter-ci disabled
 #: too (checked): its settings listener reads a plugin the registry does not hold.
 NOTEBOOK7_OWN_ERROR = "Cannot read properties of undefined (reading 'schema')"
-
-TERMINAL = ("done", "failed", "stopped", "refused", "reused", "unavailable")
 
 
 @pytest.fixture(scope="module")
