@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from jupyter_ci.agent.loop import AgentRun, RunRequest
-from jupyter_ci.agent.workspace import Cell, CellStatus, Execution, Variable
+from jupyter_ci.agent.workspace import Cell, Execution, Variable
+from jupyter_ci.execution.status import CellStatus
 from jupyter_ci.models import litellm_model
 from jupyter_ci.models.litellm_model import LiteLLMModel, import_litellm
 from jupyter_ci.settings import Settings

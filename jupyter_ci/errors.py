@@ -203,21 +203,24 @@ class BudgetExceeded(Fatal):
 
 
 class KernelDied(Fatal):
-    """The kernel died or restarted during a run; earlier cells are not replayed."""
+    """The kernel went away during a run (died, shut down or restarted); cells are not replayed.
+
+    Which of these it was is the run's end reason, taken from what was asked (a restart, a
+    shutdown) or from how the cell ended (:mod:`jupyter_ci.execution.status`), not from this
+    error; ``detail`` says it in words.
+    """
 
     code = "kernel_died"
 
-    def __init__(self, detail: str = "", *, restarted: bool = False) -> None:
+    def __init__(self, detail: str = "The kernel died during the run.") -> None:
         super().__init__(
-            "The kernel died or was restarted during the run." + (f" {detail}" if detail else ""),
+            detail,
             hint="Earlier cells' variables are gone: re-run the cells you need, then ask again.",
         )
         self.detail = detail
-        #: Restarted (by the user or the server) rather than died.
-        self.restarted = restarted
 
     def _fields(self) -> dict[str, Any]:
-        return {"detail": self.detail, "restarted": self.restarted}
+        return {"detail": self.detail}
 
 
 class NotebookUnavailable(Fatal):

@@ -21,7 +21,18 @@ HANDOFF_MIME = "application/vnd.jupyter-ci.handoff+json"
 RunStateName = Literal[
     "queued", "generating", "awaiting_approval", "executing", "fixing", "done", "failed", "stopped"
 ]
-CellStatusName = Literal["ok", "error", "aborted", "timed_out"]
+CellStatusName = Literal[
+    "ok",
+    "error",
+    "timed_out",
+    "interrupted",
+    "aborted",
+    "kernel_died",
+    "kernel_shutdown",
+    "kernel_restarted",
+]
+TerminalRunStateName = Literal["done", "failed", "stopped"]
+ReplyStatusName = Literal["ok", "error", "aborted"]
 
 
 class ErrorInfo(TypedDict):
@@ -83,11 +94,12 @@ class EventBase(TypedDict):
 
 
 class StateEvent(EventBase):
-    """The run changed state."""
+    """The run changed state; ``text`` is its status line (composed by the server)."""
 
     type: Literal["state"]
     state: RunStateName
     reason: str
+    text: str
 
 
 class TokenEvent(EventBase):
@@ -96,6 +108,7 @@ class TokenEvent(EventBase):
     type: Literal["token"]
     text: str
     cell_id: str | None
+    part: Literal["prose", "code"]
 
 
 class CellInsertedEvent(EventBase):
@@ -109,13 +122,14 @@ class CellInsertedEvent(EventBase):
 
 
 class CellUpdatedEvent(EventBase):
-    """A fix replaced a cell's source."""
+    """A generated cell's source changed (``cause`` says why); ``diff`` from the one before."""
 
     type: Literal["cell_updated"]
     cell_id: str
     source: str
     diff: str
     attempt: int
+    cause: Literal["streamed", "fix", "edited", "reproposed"]
 
 
 class ExecutionStartedEvent(EventBase):
@@ -165,10 +179,12 @@ class FinishedEvent(EventBase):
     """The run is over."""
 
     type: Literal["finished"]
-    state: Literal["done", "failed", "stopped"]
+    state: TerminalRunStateName
     reason: str
     error: ErrorInfo | None
     summary: RunSummary
+    answer: str
+    text: str
 
 
 RunEvent = (
@@ -273,7 +289,7 @@ class CallResult(TypedDict):
     ok: Literal[True]
     cell_id: NotRequired[str]
     cells: NotRequired[list[CellInfo]]
-    status: NotRequired[CellStatusName]
+    reply_status: NotRequired[ReplyStatusName | None]
     outputs: NotRequired[list[dict[str, Any]]]
     execution_count: NotRequired[int | None]
     started_at: NotRequired[float | None]

@@ -25,7 +25,12 @@
 //   object without properties is `Record<string, unknown>`;
 // - validation-only keywords (minimum, minLength, ...) have no TypeScript
 //   counterpart and are noted in the doc comments;
-// - `IProtocolDefinitions` maps every definition's schema name to its type.
+// - `IProtocolDefinitions` maps every definition's schema name to its type;
+// - the values Python and TypeScript must agree on become constants too: a
+//   string `enum` definition gives `<NAME>_VALUES` (its values, in order), a
+//   `oneOf` of `const`s with a `title` each (or of `$ref`s to such
+//   definitions) gives `<NAME>_TITLES` (the words shown for each value), and
+//   a string definition with a `pattern` gives `<NAME>` (a RegExp).
 import { readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import process from 'node:process';
@@ -47,7 +52,9 @@ const HEADER = `// generated from jupyter_ci/schema/protocol.schema.json by \`jl
 // The TypeScript types of jupyter-ci's protocol. Object definitions are
 // interfaces named I + the definition's name (\`IStateEvent\` for
 // \`StateEvent\`); unions and enums keep the definition's name (\`RunEvent\`,
-// \`RunState\`). \`jlpm check:protocol\` fails when this file is out of date.
+// \`RunState\`). The values both sides must agree on are constants at the end
+// (\`CELL_STATUS_TITLES\`, \`CI_CELL_PATTERN\`, ...). \`jlpm check:protocol\`
+// fails when this file is out of date.
 `;
 
 // Keywords that only constrain values, or document them: no TypeScript type.
@@ -352,6 +359,64 @@ class Generator {
     ];
   }
 
+  /** The `const` members of a oneOf with a title each, looking through $refs. */
+  titles(node, where) {
+    if (!Array.isArray(node.oneOf)) {
+      return undefined;
+    }
+    const entries = [];
+    for (const [i, member] of node.oneOf.entries()) {
+      if (member.$ref !== undefined) {
+        const inner = this.titles(
+          this.defs[this.refName(member.$ref, where)],
+          `${where}/oneOf/${i}`
+        );
+        if (inner === undefined) {
+          return undefined;
+        }
+        entries.push(...inner);
+      } else if (
+        typeof member.const === 'string' &&
+        typeof member.title === 'string'
+      ) {
+        entries.push([member.const, member.title]);
+      } else {
+        return undefined;
+      }
+    }
+    return entries;
+  }
+
+  /** The constants of a definition (see the comment at the top). */
+  values(name) {
+    const def = this.defs[name];
+    const where = `#/$defs/${name}`;
+    const constant = upperSnake(name);
+    if (def.type === 'string' && Array.isArray(def.enum)) {
+      return [
+        doc(`The values of \`${name}\`, in the schema's order.`, ''),
+        `export const ${constant}_VALUES: readonly ${name}[] = ${JSON.stringify(def.enum)};`
+      ];
+    }
+    if (def.type === 'string' && typeof def.pattern === 'string') {
+      return [
+        doc(`\`${name}\` as a regular expression.`, ''),
+        `export const ${constant} = new RegExp(${JSON.stringify(def.pattern)});`
+      ];
+    }
+    const titles = this.titles(def, where);
+    if (titles !== undefined) {
+      const body = titles
+        .map(([value, title]) => `  ${key(value)}: ${JSON.stringify(title)},`)
+        .join('\n');
+      return [
+        doc(`The words shown for each value of \`${name}\` (its titles).`, ''),
+        `export const ${constant}_TITLES: Record<${name}, string> = {\n${body}\n};`
+      ];
+    }
+    return [];
+  }
+
   module() {
     const names = Object.keys(this.defs);
     const blocks = names.map(name =>
@@ -372,7 +437,10 @@ class Generator {
       ...names.map(name => `  ${key(name)}: ${this.nameOf(name)};`),
       '}'
     ];
-    return `${HEADER}\n${blocks.join('\n\n')}\n\n${map.join('\n')}\n`;
+    const constants = names
+      .map(name => this.values(name).join('\n'))
+      .filter(block => block !== '');
+    return `${HEADER}\n${blocks.join('\n\n')}\n\n${map.join('\n')}\n\n${constants.join('\n\n')}\n`;
   }
 }
 
@@ -392,6 +460,14 @@ function literal(value, where) {
   throw new SchemaError(
     `only scalar const/enum values are supported, at ${where}`
   );
+}
+
+/** `CICellPattern` → `CI_CELL_PATTERN`, `CellStatus` → `CELL_STATUS`. */
+function upperSnake(name) {
+  return name
+    .replace(/([a-z0-9])([A-Z])/g, '$1_$2')
+    .replace(/([A-Z]+)([A-Z][a-z])/g, '$1_$2')
+    .toUpperCase();
 }
 
 function union(types) {

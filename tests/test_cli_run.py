@@ -76,7 +76,7 @@ def test_failed_task_exits_1_and_keeps_the_original_cells(tmp_path: Path) -> Non
             "2",
         )
     assert result.returncode == 1, result.stderr
-    assert "failed (max_attempts)" in result.stderr
+    assert "failed (the cell still failed at the last attempt)" in result.stderr
     assert "ZeroDivisionError" in result.stderr
     notebook = nbformat.read(str(path), as_version=4)
     assert notebook.cells[0].source == "x = 1"

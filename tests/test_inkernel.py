@@ -292,7 +292,7 @@ def test_timeout_and_user_interrupt() -> None:
             text, errors, _ = _run_until(kc, "%%ci --timeout 1 --max-attempts 1 wait\n")
             assert time.monotonic() - started < 45
             assert "attempt 1/1 timed out and was interrupted — no attempts left" in text
-            assert "jupyter-ci: failed (max_attempts)" in text
+            assert "jupyter-ci: failed (the cell still failed at the last attempt)" in text
             assert "was still running after 1 s and was interrupted" in text
             assert not errors
             assert _run_until(kc, "print('alive')")[0].strip() == "alive"
@@ -302,7 +302,7 @@ def test_timeout_and_user_interrupt() -> None:
             km.interrupt_kernel()
             text, errors = _rest(kc, msg_id)
             assert "interrupted by the user; stopping" in text
-            assert "jupyter-ci: stopped (user)" in text
+            assert "jupyter-ci: stopped by the user" in text
             assert not errors
             assert len(server.chat_requests) == 2  # no fix was asked for
             # Interrupted while waiting for the model.
@@ -310,7 +310,7 @@ def test_timeout_and_user_interrupt() -> None:
             server.wait_for_requests(3, timeout=30)
             km.interrupt_kernel()
             text, errors = _rest(kc, msg_id)
-            assert "jupyter-ci: stopped (user)" in text
+            assert "jupyter-ci: stopped by the user" in text
             assert not errors
             text, errors = _run_until(kc, "print('alive')")[:2]
             assert text.strip() == "alive"
@@ -479,7 +479,7 @@ def test_progress_view_follows_the_frontend() -> None:
             labels = _label_values(lab)
             assert "running cell 1 (attempt 1/3)" in labels
             assert "running cell 1 (attempt 2/3)" in labels
-            assert "done (answered)" in labels
+            assert "done" in labels
             # The failure and the status line are text, never only in the widget.
             text = _stdout(lab)
             assert "attempt 1/3 failed: KeyError: 'petal_len' — asking for a fix" in text
@@ -558,7 +558,7 @@ def test_forced_widgets_in_nbclient_and_the_silent_fallback() -> None:
     assert not widget_outputs(notebook)
     state = notebook.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
     labels = [m["state"].get("value") for m in state.values() if m["model_name"] == "LabelModel"]
-    assert "done (answered)" in labels
+    assert "done" in labels
     first = notebook.cells[2]
     assert [o.data for o in first.outputs if o.output_type == "display_data"] == [
         {"text/plain": ""}
@@ -610,6 +610,6 @@ def test_no_run_offers_the_code_without_running_it(shell: InteractiveShell) -> N
         )
     assert "made" not in shell.user_ns
     assert shell.rl_next_input == code
-    assert "jupyter-ci: done (inserted) — 1 cell, 0 attempts" in captured.stdout
+    assert "jupyter-ci: done (inserted, not run) — 1 cell, 0 attempts" in captured.stdout
     assert "the code was not run (--no-run)" in captured.stdout
     assert "running cell" not in captured.stdout

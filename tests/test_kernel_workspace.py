@@ -18,8 +18,9 @@ import pytest
 import pytest_asyncio
 from jupyter_client.session import Session
 
-from jupyter_ci.agent.workspace import CellStatus, Variable, Workspace
+from jupyter_ci.agent.workspace import Variable, Workspace
 from jupyter_ci.errors import CellNotFound, InternalError, KernelDied
+from jupyter_ci.execution.status import CellStatus
 from jupyter_ci.workspaces.kernel import KernelWorkspace
 from jupyter_ci.workspaces.kernel_exec import (
     DisplayRegistry,

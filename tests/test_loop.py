@@ -439,9 +439,16 @@ async def test_a_rejected_cell_is_told_to_the_model_and_its_other_proposal_revie
     assert "b" in names
     assert "a" not in names
     assert "The user rejected this cell without running it." in told
-    [update] = recorder.of("cell_updated")
+    # The loop says each fact once: the streamed code, the rejection (as the user's word),
+    # the other proposal with its diff.
+    streamed, update = recorder.of("cell_updated")
+    assert (streamed["cause"], streamed["source"], streamed["diff"]) == ("streamed", "a = 1", "")
+    assert (update["cause"], update["source"]) == ("reproposed", "b = 2")
     assert "-a = 1" in update["diff"]
     assert "+b = 2" in update["diff"]
+    [rejection] = [e for e in recorder.of("message") if e["role"] == "user"]
+    assert rejection["text"].startswith("I rejected the cell you proposed")
+    assert "a = 1" in rejection["text"]
     states = [e["state"] for e in recorder.of("state")]
     assert states[:4] == ["generating", "awaiting_approval", "generating", "awaiting_approval"]
 

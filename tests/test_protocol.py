@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from jupyter_ci import protocol
-from jupyter_ci.agent.states import RunState
-from jupyter_ci.agent.workspace import CellStatus
+from jupyter_ci import protocol, vocabulary
+from jupyter_ci.agent.states import END_REASONS, TERMINAL, RunState
+from jupyter_ci.execution.status import CellStatus
 from jupyter_ci.options import MODES
 
 DEFS = protocol.schema()["$defs"]
@@ -29,9 +29,19 @@ NESTED = {
 }
 ENUMS = {
     "RunState": [s.value for s in RunState],
-    "CellStatus": [s.value for s in CellStatus],
+    "TerminalRunState": [s.value for s in RunState if s in TERMINAL],
+    "ReplyStatus": list(typing.get_args(protocol.ReplyStatusName)),
     "Mode": list(MODES),
 }
+#: Definitions that are a oneOf of titled constants, and the Python values they must match.
+CHOICES = {
+    "CellStatus": [s.value for s in CellStatus],
+    "DoneReason": sorted(END_REASONS[RunState.DONE]),
+    "FailedReason": sorted(END_REASONS[RunState.FAILED]),
+    "StoppedReason": sorted(END_REASONS[RunState.STOPPED]),
+}
+#: Read by jupyter_ci.vocabulary (tested in test_vocabulary.py).
+VOCABULARY = {"EndReason", "CICellPattern"}
 OPAQUE = {"Output"}  # nbformat's own output shapes, passed through as dicts
 
 
@@ -48,7 +58,8 @@ def schema_fields(definition: dict[str, Any]) -> tuple[set[str], set[str]]:
 
 
 def test_every_definition_has_a_python_counterpart() -> None:
-    covered = set(protocol.TYPES) | set(UNIONS) | set(NESTED) | set(ENUMS) | OPAQUE
+    covered = set(protocol.TYPES) | set(UNIONS) | set(NESTED) | set(ENUMS) | set(CHOICES)
+    covered |= VOCABULARY | OPAQUE
     assert set(DEFS) == covered
 
 
@@ -84,6 +95,20 @@ def test_enums_match_the_python_enums(name: str) -> None:
     assert DEFS[name]["enum"] == ENUMS[name]
 
 
+@pytest.mark.parametrize("name", sorted(CHOICES))
+def test_titled_choices_match_python_and_each_has_words(name: str) -> None:
+    values = [choice["const"] for choice in DEFS[name]["oneOf"]]
+    assert sorted(values) == sorted(CHOICES[name])
+    assert all(choice["title"].strip() for choice in DEFS[name]["oneOf"])
+
+
+def test_cell_status_literal_and_terminal_states_follow_the_schema() -> None:
+    assert list(typing.get_args(protocol.CellStatusName)) == [s.value for s in CellStatus]
+    assert list(typing.get_args(protocol.TerminalRunStateName)) == list(
+        vocabulary.terminal_states()
+    )
+
+
 def test_literal_tags_match_the_schema_consts() -> None:
     for name, cls in protocol.TYPES.items():
         hints = typing.get_type_hints(cls)
@@ -107,8 +132,17 @@ RUN_INFO = {
 }
 BASE = {"run_id": "r1", "seq": 3, "time": 1700000000.5}
 VALID: list[tuple[str, dict[str, Any]]] = [
-    ("RunEvent", {**BASE, "type": "state", "state": "fixing", "reason": "cell_error"}),
-    ("RunEvent", {**BASE, "type": "token", "text": "impo", "cell_id": "c1"}),
+    (
+        "RunEvent",
+        {
+            **BASE,
+            "type": "state",
+            "state": "fixing",
+            "reason": "",
+            "text": "jupyter-ci: fixing — attempt 2/3",
+        },
+    ),
+    ("RunEvent", {**BASE, "type": "token", "text": "impo", "cell_id": "c1", "part": "code"}),
     (
         "RunEvent",
         {
@@ -129,6 +163,7 @@ VALID: list[tuple[str, dict[str, Any]]] = [
             "source": "x",
             "diff": "-y\n+x",
             "attempt": 2,
+            "cause": "fix",
         },
     ),
     (
@@ -152,6 +187,8 @@ VALID: list[tuple[str, dict[str, Any]]] = [
             "reason": "max_attempts",
             "error": {"code": "cell_error", "message": "NameError: x", "hint": ""},
             "summary": {"cells": 1, "attempts": 3, "usage": USAGE, "seconds": 4.2},
+            "answer": "",
+            "text": "jupyter-ci: failed (the cell still failed at the last attempt) — 1 cell",
         },
     ),
     ("RunEvent", {**BASE, "type": "usage", "usage": {**USAGE, "cost": 0.0012}}),
@@ -183,7 +220,7 @@ VALID: list[tuple[str, dict[str, Any]]] = [
         {
             "call_id": "k3",
             "ok": True,
-            "status": "ok",
+            "reply_status": "ok",
             "execution_count": 4,
             "started_at": 1.0,
             "outputs": [{"output_type": "stream", "name": "stdout", "text": "hi\n"}],

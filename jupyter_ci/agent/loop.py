@@ -1,10 +1,16 @@
 """The agent loop: generate → insert → run → read back → fix, written once.
 
 It acts only through a :class:`~jupyter_ci.agent.workspace.Workspace` and a
-:class:`~jupyter_ci.models.base.Model`, reports progress as protocol events (see
-``jupyter_ci/schema/protocol.schema.json``), and ends in exactly one of done, failed or stopped,
-with a reason. Counting follows DESIGN.md §8: ``max_attempts`` counts every try of a cell,
-``max_steps`` counts generated cells, the token and cost caps cover the whole run.
+:class:`~jupyter_ci.models.base.Model`, and ends in exactly one of done, failed or stopped, with
+a reason. ``max_attempts`` counts every try of a cell, ``max_steps`` counts generated cells, the
+token and cost caps cover the whole run.
+
+The loop is the only producer of a run's facts (ARCHITECTURE.md, "The run record"): it emits a
+protocol event (``jupyter_ci/schema/protocol.schema.json``) for every change to a generated
+cell's source (the streamed code once complete, a fix, the user's edit in review, the model's
+other proposal after a Reject), every rejection (as the user's message), every execution and
+how it ended, and the outcome with the answer and the status line. Whoever records or shows a
+run reads these events and rebuilds nothing.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import (
@@ -32,23 +38,23 @@ from ..errors import (
     NotebookUnavailable,
     StoppedByUser,
 )
+from ..execution.status import CellStatus
 from ..models.base import Model, ModelReply, TokenUsage
 from ..settings import Settings
-from .context import build_context, describe_attached
-from .digest import Digest, digest_outputs, new_nonce, wrap_untrusted
+from .digest import Digest, digest_outputs, new_nonce
 from .extract import code_from_tool_arguments, extract_code
+from .messages import Conversation, text_of
+from .outcome import RunOutcome, live_line, rejection_text, usage_dict
 from .prompts import render
 from .states import RunState, RunStateMachine
 from .streaming import FenceStream
-from .workspace import Cell, CellStatus, Execution, Workspace
+from .workspace import Execution, Workspace
 
 #: Receives each run event (a dict matching the protocol's RunEvent).
 EventCallback = Callable[[dict[str, Any]], None]
 
 #: Characters of one execution's digest shown to the model.
 DIGEST_CHARS = 4000
-#: Tokens kept free for the request and the model's reply when sizing the notebook view.
-RESERVED_TOKENS = 1200
 #: After Stop, the kernel is interrupted again every this many seconds while the cell still
 #: runs (an interrupt that reached the kernel before the cell's code, or code that catches
 #: KeyboardInterrupt), at most :data:`STOP_INTERRUPTS` times in all.
@@ -110,47 +116,6 @@ class RunRequest:
     attached_cells: tuple[str, ...] = ()
 
 
-@dataclass
-class RunOutcome:
-    """How a run ended, with everything its status line needs."""
-
-    run_id: str
-    state: RunState
-    reason: str
-    error: JupyterCIError | None
-    cells: list[str]
-    attempts: int
-    usage: TokenUsage
-    seconds: float
-    answer: str = ""
-    notices: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        """Whether the run finished (``done``)."""
-        return self.state is RunState.DONE
-
-    def summary(self) -> dict[str, Any]:
-        """The protocol's RunSummary."""
-        return {
-            "cells": len(self.cells),
-            "attempts": self.attempts,
-            "usage": _usage_dict(self.usage),
-            "seconds": round(self.seconds, 3),
-        }
-
-    def status_line(self) -> str:
-        """One line: state, cells, attempts, tokens, cost, time."""
-        cost = "cost unknown" if self.usage.cost is None else f"${self.usage.cost:.4f}"
-        tokens = f"{self.usage.total_tokens:,} tokens" + (" (est.)" if self.usage.estimated else "")
-        cells = f"{len(self.cells)} cell" + ("" if len(self.cells) == 1 else "s")
-        attempts = f"{self.attempts} attempt" + ("" if self.attempts == 1 else "s")
-        head = f"jupyter-ci: {self.state.value}"
-        if self.state is not RunState.DONE or self.reason not in ("answered",):
-            head += f" ({self.reason})"
-        return f"{head} — {cells}, {attempts}, {tokens}, {cost}, {self.seconds:.1f} s"
-
-
 class _NoStream:
     """Marker: this model call must not stream code into a new cell (fixes replace a cell)."""
 
@@ -179,6 +144,22 @@ class _Rejected(Exception):
     """Internal: the user rejected the cell awaiting approval."""
 
 
+#: How a run ends when a cell ends with the kernel gone and nobody asked for it.
+_KERNEL_ENDS: dict[CellStatus, tuple[RunState, str, str]] = {
+    CellStatus.KERNEL_DIED: (RunState.FAILED, "kernel_died", "The kernel died while the cell ran."),
+    CellStatus.KERNEL_SHUTDOWN: (
+        RunState.STOPPED,
+        "kernel_shutdown",
+        "The kernel was shut down while the cell ran.",
+    ),
+    CellStatus.KERNEL_RESTARTED: (
+        RunState.STOPPED,
+        "kernel_restarted",
+        "The kernel restarted while the cell ran.",
+    ),
+}
+
+
 class AgentRun:
     """One run of the loop. Create it, ``await run()``; ``stop()`` ends it from outside."""
 
@@ -203,6 +184,15 @@ class AgentRun:
         self.use_tools = use_tools
         self.machine = RunStateMachine()
         self.nonce = new_nonce()
+        self.conversation = Conversation(
+            model,
+            self.settings,
+            self.nonce,
+            request.prompt,
+            tuple(dict(m) for m in request.history),
+            request.attachments,
+            request.attached_cells,
+        )
         self.usage = TokenUsage()
         self.cells: list[str] = []
         self.attempts = 0
@@ -215,6 +205,7 @@ class AgentRun:
         self._executing = False
         self._interrupt_task: asyncio.Future[None] | None = None
         self._cost_notice_given = False
+        self._attempt: int | None = None
         self._started = time.monotonic()
 
     # --- control ------------------------------------------------------------------------------
@@ -222,9 +213,10 @@ class AgentRun:
     def stop(self, reason: str = "user", error: JupyterCIError | None = None) -> None:
         """Stop the run: abort the model stream and interrupt the kernel if a cell is running.
 
-        ``reason`` is the stopped run's reason: ``user`` (Stop, an interrupt), ``disconnected``,
-        ``kernel_restarted`` or ``server_shutdown``. A run stopped before it started ends at once
-        when :meth:`run` is called. ``error`` says what happened (default: stopped by the user).
+        ``reason`` is what was asked, and the stopped run's reason: ``user`` (Stop, an
+        interrupt), ``disconnected``, ``kernel_restarted``, ``kernel_shutdown`` or
+        ``server_shutdown``. A run stopped before it started ends at once when :meth:`run` is
+        called. ``error`` says what happened (default: stopped by the user).
         """
         if self.machine.terminal or self._stopping:
             return
@@ -258,7 +250,14 @@ class AgentRun:
         if self.machine.state is state:
             return
         self.machine.advance(state, reason)
-        self.emit("state", state=state.value, reason=reason)
+        attempt = self._attempt
+        if state is RunState.FIXING and attempt is not None:
+            attempt += 1  # the attempt being written
+        if state is RunState.GENERATING:
+            attempt = None
+        max_attempts = self.settings.max_attempts if attempt is not None else None
+        text = live_line(state, attempt, max_attempts)
+        self.emit("state", state=state.value, reason=reason, text=text)
 
     def _notice(self, text: str) -> None:
         self.notices.append(text)
@@ -280,7 +279,7 @@ class AgentRun:
                 if answer:
                     self.emit("message", role="assistant", text=answer)
                 raise _Finish(RunState.DONE, "fixed")
-            messages = await self._first_messages()
+            messages = await self.conversation.opening(self.workspace, self.request.anchor_id)
             after_id = await self._insertion_point()
             step = 0
             while True:
@@ -298,12 +297,12 @@ class AgentRun:
                 if step >= self.settings.max_steps:
                     raise _Finish(RunState.DONE, "max_steps")
                 messages.append(
-                    self._user_message(
+                    self.conversation.user_message(
                         render(
                             "cell_succeeded",
                             step=step,
                             max_steps=self.settings.max_steps,
-                            digest=self._wrap(digest.text),
+                            digest=self.conversation.wrap(digest.text),
                         ),
                         digest,
                     )
@@ -314,13 +313,12 @@ class AgentRun:
         except asyncio.CancelledError:
             if not self._stopping:
                 raise
-            error = self._stop_error or StoppedByUser()
-            return self._end(RunState.STOPPED, self._stop_reason, error, answer)
+            return self._end_stopped(answer)
         except StoppedByUser as err:
-            return self._end(RunState.STOPPED, self._stop_reason, self._stop_error or err, answer)
+            return self._end_stopped(answer, err)
         except KernelDied as err:
-            if err.restarted:
-                return self._end(RunState.STOPPED, "kernel_restarted", err, answer)
+            if self._stopping:
+                return self._end_stopped(answer, err)
             return self._end(RunState.FAILED, "kernel_died", err, answer)
         except Disconnected as err:
             return self._end(RunState.STOPPED, "disconnected", err, answer)
@@ -352,99 +350,14 @@ class AgentRun:
         cells = await self.workspace.read_cells()
         return cells[-1].id if cells else None
 
-    async def _first_messages(self) -> list[dict[str, Any]]:
-        cells = await self.workspace.read_cells()
-        variables = await self.workspace.inspect_variables()
-        system = render("system")
-        attached_cells = describe_attached(
-            cells,
-            self.request.attached_cells,
-            nonce=self.nonce,
-            share_outputs=self.settings.share_outputs,
-        )
-        request_tokens = self.model.count_tokens(system + attached_cells + self.request.prompt)
-        budget = max(self.settings.context_tokens - request_tokens - RESERVED_TOKENS, 200)
-        context = build_context(
-            cells,
-            variables,
-            anchor_id=self.request.anchor_id,
-            budget_tokens=budget,
-            count_tokens=self.model.count_tokens,
-            nonce=self.nonce,
-            share_outputs=self.settings.share_outputs,
-        )
-        messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
-        messages.extend(dict(m) for m in self.request.history)
-        prompt = self.request.prompt
-        if attached_cells:
-            prompt = attached_cells + "\n" + prompt
-        if self.request.attachments:
-            prompt = (
-                wrap_untrusted(self.request.attachments, self.nonce, "attached") + "\n" + prompt
-            )
-        messages.append(
-            {
-                "role": "user",
-                "content": render(
-                    "request",
-                    notebook=context.notebook,
-                    variables=context.variables,
-                    request=prompt,
-                ),
-            }
-        )
-        return messages
-
     async def opening_messages(self) -> list[dict[str, Any]]:
         """The messages of the run's first model call (what a preview shows the user)."""
         if self.request.fix_cell_id is not None:
-            messages, _ = await self._fix_messages(self.request.fix_cell_id)
+            messages, _ = await self.conversation.fix_opening(
+                self.workspace, self.request.fix_cell_id, self._digest
+            )
             return messages
-        return await self._first_messages()
-
-    async def _fix_messages(self, cell_id: str) -> tuple[list[dict[str, Any]], Cell]:
-        """The first messages of a "fix this cell" run, and the cell."""
-        cells = await self.workspace.read_cells()
-        target = next((cell for cell in cells if cell.id == cell_id), None)
-        if target is None or target.cell_type != "code":
-            raise NotebookUnavailable(
-                "The cell to fix is not in the notebook (or is not a code cell).",
-                hint="Select the failed code cell and ask again.",
-            )
-        variables = await self.workspace.inspect_variables()
-        system = render("system")
-        budget = max(
-            self.settings.context_tokens
-            - self.model.count_tokens(system + target.source + self.request.prompt)
-            - RESERVED_TOKENS,
-            200,
-        )
-        context = build_context(
-            cells,
-            variables,
-            anchor_id=cell_id,
-            budget_tokens=budget,
-            count_tokens=self.model.count_tokens,
-            nonce=self.nonce,
-            share_outputs=self.settings.share_outputs,
-        )
-        digest = self._digest(target.outputs)
-        shown = f"{target.source}\n# what it printed or raised:\n{digest.text or '(nothing)'}"
-        messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
-        messages.extend(dict(m) for m in self.request.history)
-        messages.append(
-            self._user_message(
-                render(
-                    "fix_request",
-                    notebook=context.notebook,
-                    variables=context.variables,
-                    cell=wrap_untrusted(shown, self.nonce, "the cell to fix"),
-                    request=self.request.prompt or "Fix this cell.",
-                ),
-                digest,
-            )
-        )
-        return messages, target
+        return await self.conversation.opening(self.workspace, self.request.anchor_id)
 
     async def _fix(self, cell_id: str) -> str:
         """Fix one existing cell in place: the model sees its code and outputs, the fix
@@ -452,17 +365,18 @@ class AgentRun:
 
         Returns the model's prose, if it wrote any.
         """
-        messages, target = await self._fix_messages(cell_id)
+        messages, target = await self.conversation.fix_opening(
+            self.workspace, cell_id, self._digest
+        )
         self._move(RunState.FIXING)
         reply, fixed, _ = await self._generate(messages, stream_after=NO_STREAM)
         messages.append({"role": "assistant", "content": reply.text or fixed or ""})
         if fixed is None:
             raise BadCodeBlock("The model answered without a fix for the cell.", reply.text)
         self.cells.append(cell_id)
-        await self._rewrite(cell_id, target.source, fixed, attempt=1)
-        if self.settings.mode == "insert":
-            return _prose(reply.text)
-        await self._run_until_fixed(cell_id, fixed, messages)
+        await self._rewrite(cell_id, target.source, fixed, attempt=1, cause="fix")
+        if self.settings.mode != "insert":
+            await self._run_until_fixed(cell_id, fixed, messages)
         return _prose(reply.text)
 
     async def _run_until_fixed(
@@ -475,7 +389,7 @@ class AgentRun:
         while True:
             if self.settings.mode == "review":
                 try:
-                    source = await self._review(cell_id, source, "")
+                    source = await self._review(cell_id, source, attempt)
                 except _Rejected:
                     rejections += 1
                     source = await self._propose_instead(
@@ -485,31 +399,26 @@ class AgentRun:
             execution, digest = await self._execute(cell_id, attempt)
             if execution.status is CellStatus.OK:
                 return execution, digest
-            self._raise_if_user_stop(execution)
-            error = self._error_of(execution)
             missing = _missing_package(execution)
             if missing is not None:
                 await self._propose_pip(missing, cell_id)
             if attempt >= self.settings.max_attempts:
-                raise _Finish(RunState.FAILED, "max_attempts", error)
+                raise _Finish(RunState.FAILED, "max_attempts", self._error_of(execution))
             self._move(RunState.FIXING)
-            prompt = (
-                render(
-                    "cell_timed_out",
-                    seconds=f"{self.settings.timeout:g}",
-                    attempt=attempt,
-                    max_attempts=self.settings.max_attempts,
-                    digest=self._wrap(digest.text),
-                )
-                if execution.status is CellStatus.TIMED_OUT
-                else render(
-                    "cell_failed",
-                    attempt=attempt,
-                    max_attempts=self.settings.max_attempts,
-                    digest=self._wrap(digest.text),
-                )
+            template = (
+                "cell_timed_out" if execution.status is CellStatus.TIMED_OUT else "cell_failed"
             )
-            messages.append(self._user_message(prompt, digest))
+            extra = (
+                {"seconds": f"{self.settings.timeout:g}"} if template == "cell_timed_out" else {}
+            )
+            prompt = render(
+                template,
+                attempt=attempt,
+                max_attempts=self.settings.max_attempts,
+                digest=self.conversation.wrap(digest.text),
+                **extra,
+            )
+            messages.append(self.conversation.user_message(prompt, digest))
             reply, fixed, _ = await self._generate(messages, stream_after=NO_STREAM)
             messages.append({"role": "assistant", "content": reply.text or fixed or ""})
             if fixed is None:
@@ -517,12 +426,14 @@ class AgentRun:
                     "The model answered without a fix for the failing cell.", reply.text
                 )
             attempt += 1
-            await self._rewrite(cell_id, source, fixed, attempt)
+            await self._rewrite(cell_id, source, fixed, attempt, cause="fix")
             source = fixed
 
     async def _execute(self, cell_id: str, attempt: int) -> tuple[Execution, Digest]:
+        """Run the cell once; a cell stopped, or ended with its kernel, ends the run here."""
         if self._stopping:
             raise StoppedByUser()
+        self._attempt = attempt
         self._move(RunState.EXECUTING)
         self.attempts += 1
         self.emit(
@@ -543,7 +454,22 @@ class AgentRun:
             digest=digest.text,
             duration=execution.duration,
         )
+        self._end_if_over(execution.status)
         return execution, digest
+
+    def _end_if_over(self, status: CellStatus) -> None:
+        """End the run when the cell was stopped, or its kernel went away; else go on.
+
+        The reason is what was asked (Stop, a restart, a shutdown, the tab gone) when something
+        was; otherwise what the cell's status says.
+        """
+        if self._stopping:
+            raise _Finish(RunState.STOPPED, self._stop_reason, self._stop_error or StoppedByUser())
+        if status.stopped:
+            raise _Finish(RunState.STOPPED, "user", StoppedByUser())
+        if status.kernel_gone:
+            state, reason, detail = _KERNEL_ENDS[status]
+            raise _Finish(state, reason, KernelDied(detail))
 
     def _digest(self, outputs: list[dict[str, Any]]) -> Digest:
         """What the model is shown of a cell's outputs (only its errors without share_outputs)."""
@@ -556,17 +482,6 @@ class AgentRun:
             outputs, max_chars=DIGEST_CHARS, vision=getattr(self.model, "vision", False)
         )
 
-    def _raise_if_user_stop(self, execution: Execution) -> None:
-        error = execution.error
-        interrupted = (
-            execution.status is CellStatus.ERROR
-            and error is not None
-            and error.get("ename") == "KeyboardInterrupt"
-        )
-        if self._stopping or execution.status is CellStatus.ABORTED or interrupted:
-            # Interrupted by the user (our own timeouts report timed_out): never "fixed".
-            raise StoppedByUser()
-
     def _error_of(self, execution: Execution) -> JupyterCIError:
         if execution.status is CellStatus.TIMED_OUT:
             return CellTimeout(self.settings.timeout)
@@ -575,22 +490,34 @@ class AgentRun:
             return CellError("Error", "the cell failed without an error output")
         return CellError.from_output(error)
 
-    async def _review(self, cell_id: str, source: str, diff: str) -> str:
+    async def _review(self, cell_id: str, source: str, attempt: int) -> str:
+        """Wait for the user's decision on the cell; their edit is the cell's new code."""
         assert self.approve is not None
         self._move(RunState.AWAITING_APPROVAL)
-        decision = await self.approve(cell_id, source, diff)
+        decision = await self.approve(cell_id, source, "")
         if decision.decision == "reject":
+            # The user's word, kept in the conversation so later requests know it too.
+            self.emit("message", role="user", text=rejection_text(source))
             raise _Rejected()
         if decision.source is not None and decision.source != source:
-            await self.workspace.replace_source(cell_id, decision.source)
+            await self._rewrite(cell_id, source, decision.source, attempt, cause="edited")
             return decision.source
         return source
 
-    async def _rewrite(self, cell_id: str, before: str, after: str, attempt: int) -> None:
-        """Replace a cell's code and announce it with the diff (a fix, a repair, a re-proposal)."""
-        await self.workspace.replace_source(cell_id, after)
-        diff = _diff(before, after)
-        self.emit("cell_updated", cell_id=cell_id, source=after, diff=diff, attempt=attempt)
+    async def _rewrite(
+        self, cell_id: str, before: str, after: str, attempt: int, *, cause: str
+    ) -> None:
+        """The cell's code is now ``after``: write it if it changed, and say so with the diff.
+
+        ``cause`` is why (see the protocol's CellUpdatedEvent): the streamed code complete, a
+        fix, the user's edit, the model's other proposal.
+        """
+        if after != before:
+            await self.workspace.replace_source(cell_id, after)
+        diff = _diff(before, after) if after != before else ""
+        self.emit(
+            "cell_updated", cell_id=cell_id, source=after, diff=diff, attempt=attempt, cause=cause
+        )
 
     def _answered(self, reply: ModelReply, reason: str) -> _Finish:
         """The end of the run with the model's prose as its answer (sent as a message)."""
@@ -621,7 +548,7 @@ class AgentRun:
         messages.append({"role": "assistant", "content": reply.text or code or ""})
         if code is None:
             raise self._answered(reply, "rejected")
-        await self._rewrite(cell_id, rejected, code, attempt)
+        await self._rewrite(cell_id, rejected, code, attempt, cause="reproposed")
         return code
 
     async def _propose_pip(self, package: str, failing_cell: str) -> None:
@@ -657,7 +584,8 @@ class AgentRun:
         """Ask the model; stream code into a new cell inserted after ``stream_after``.
 
         Returns the reply, the code it holds (None for prose only) and the id of the cell it
-        was streamed into (None when no cell was made).
+        was streamed into (None when no cell was made). A streamed cell's complete code is
+        announced (``cell_updated``, cause ``streamed``) once the reply is whole.
         """
         streaming = not isinstance(stream_after, _NoStream)
         fence = FenceStream()
@@ -667,9 +595,12 @@ class AgentRun:
         done = False
 
         def on_text(text: str) -> None:
-            code = fence.feed(text) if streaming else ""
-            self.emit("token", text=text, cell_id=cell_id if fence.in_code else None)
-            if code:
+            in_code = fence.in_code
+            code = fence.feed(text)
+            in_code = in_code or fence.in_code
+            part = "code" if in_code else "prose"
+            self.emit("token", text=text, cell_id=cell_id if in_code else None, part=part)
+            if code and streaming:
                 pending.append(code)
                 wake.set()
 
@@ -706,8 +637,7 @@ class AgentRun:
         if cell_id is not None:
             streamed = fence.code
             final = code if code is not None else streamed
-            if final != streamed:
-                await self._rewrite(cell_id, streamed, final, attempt=1)
+            await self._rewrite(cell_id, streamed, final, attempt=1, cause="streamed")
             code = final
         return reply, code, cell_id
 
@@ -730,7 +660,7 @@ class AgentRun:
             if err.kind != "context_overflow" or len(messages) < 2:
                 raise
             self._notice("The prompt was too long for the model; retrying with a smaller one.")
-            self._shrink(messages)
+            self.conversation.shrink(messages)
             self._model_task = asyncio.ensure_future(
                 self.model.complete(messages, tools=tools, on_text=on_text)
             )
@@ -738,26 +668,14 @@ class AgentRun:
         finally:
             self._model_task = None
         self.usage = self.usage + reply.usage
-        self.emit("usage", usage=_usage_dict(self.usage))
+        self.emit("usage", usage=usage_dict(self.usage))
         self._check_budget_after()
         return reply
-
-    def _shrink(self, messages: list[dict[str, Any]]) -> None:
-        """Halve the largest message's text (the notebook view, usually), keeping its ends."""
-        index = max(
-            range(1, len(messages)), key=lambda i: len(_text_of(messages[i].get("content")))
-        )
-        text = _text_of(messages[index].get("content"))
-        keep = len(text) // 4
-        messages[index] = {
-            **messages[index],
-            "content": text[:keep] + "\n[... cut to fit the model's context ...]\n" + text[-keep:],
-        }
 
     def _check_budget(self, messages: list[dict[str, Any]]) -> None:
         cap = self.settings.max_tokens_per_run
         if cap:
-            prompt = sum(self.model.count_tokens(_text_of(m.get("content"))) for m in messages)
+            prompt = self.conversation.prompt_tokens(messages)
             if self.usage.total_tokens + prompt > cap:
                 raise BudgetExceeded("max_tokens_per_run", self.usage.total_tokens + prompt, cap)
         self._check_cost()
@@ -802,17 +720,10 @@ class AgentRun:
             }
         }
 
-    def _wrap(self, text: str) -> str:
-        return wrap_untrusted(text, self.nonce, "kernel output")
-
-    def _user_message(self, text: str, digest: Digest) -> dict[str, Any]:
-        if not digest.images or not getattr(self.model, "vision", False):
-            return {"role": "user", "content": text}
-        parts: list[dict[str, Any]] = [{"type": "text", "text": text}]
-        for image in digest.images:
-            url = f"data:{image.mime};base64,{image.data}"
-            parts.append({"type": "image_url", "image_url": {"url": url}})
-        return {"role": "user", "content": parts}
+    def _end_stopped(self, answer: str, error: JupyterCIError | None = None) -> RunOutcome:
+        """End as asked: stopped, with the reason and error :meth:`stop` was given."""
+        error = self._stop_error or error or StoppedByUser()
+        return self._end(RunState.STOPPED, self._stop_reason, error, answer)
 
     def _end(
         self, state: RunState, reason: str, error: JupyterCIError | None, answer: str
@@ -821,8 +732,6 @@ class AgentRun:
             self._interrupt_task.cancel()  # no cell runs any more: no further interrupts
         if self.machine.state is RunState.QUEUED and state is RunState.DONE:
             self._move(RunState.GENERATING)
-        self.machine.advance(state, reason)
-        self.emit("state", state=state.value, reason=reason)
         outcome = RunOutcome(
             self.run_id,
             state,
@@ -835,35 +744,24 @@ class AgentRun:
             answer,
             list(self.notices),
         )
+        text = outcome.status_line()
+        self.machine.advance(state, reason)
+        self.emit("state", state=state.value, reason=reason, text=text)
         self.emit(
             "finished",
             state=state.value,
             reason=reason,
             error=error.to_dict() if error is not None else None,
             summary=outcome.summary(),
+            answer=answer,
+            text=text,
         )
         return outcome
 
 
-def _usage_dict(usage: TokenUsage) -> dict[str, Any]:
-    return {
-        "prompt_tokens": usage.prompt_tokens,
-        "completion_tokens": usage.completion_tokens,
-        "cost": usage.cost,
-    }
-
-
-def _text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
-    return ""
-
-
 def _prose(text: str) -> str:
-    """The prose of a reply around its code blocks (the model's explanation of a fix)."""
-    return re.sub(r"```.*?(```|$)", "", text, flags=re.DOTALL).strip()
+    """The prose of a reply around its code (the model's explanation of a fix)."""
+    return extract_code(text).prose.strip() if text else ""
 
 
 def _diff(before: str, after: str) -> str:
@@ -894,4 +792,5 @@ __all__ = [
     "ReviewDecision",
     "RunOutcome",
     "RunRequest",
+    "text_of",
 ]

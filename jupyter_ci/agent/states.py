@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from ..errors import InternalError
+from ..vocabulary import end_reasons, terminal_states
 
 
 class RunState(str, Enum):
@@ -41,7 +42,8 @@ class RunState(str, Enum):
         return self in TERMINAL
 
 
-TERMINAL = frozenset({RunState.DONE, RunState.FAILED, RunState.STOPPED})
+#: The states a run ends in (from the protocol's schema, as the labextension has them).
+TERMINAL = frozenset(RunState(state) for state in terminal_states())
 _ENDS = frozenset({RunState.FAILED, RunState.STOPPED})
 
 #: The allowed moves. Every live state may end in ``failed`` or ``stopped``.
@@ -85,25 +87,10 @@ TRANSITIONS: dict[RunState, frozenset[RunState]] = {
     RunState.STOPPED: frozenset(),
 }
 
-#: Reasons a run ends with, by final state.
+#: Reasons a run ends with, by final state (from the protocol's schema, with the words shown
+#: for each: :func:`jupyter_ci.vocabulary.reason_words`).
 END_REASONS: dict[RunState, frozenset[str]] = {
-    RunState.DONE: frozenset({"answered", "max_steps", "inserted", "rejected", "fixed"}),
-    RunState.FAILED: frozenset(
-        {
-            "max_attempts",
-            "model_error",
-            "config_error",
-            "kernel_died",
-            "budget_exceeded",
-            "bad_code_block",
-            "missing_package",
-            "notebook_unavailable",
-            "internal_error",
-        }
-    ),
-    RunState.STOPPED: frozenset(
-        {"user", "disconnected", "kernel_restarted", "kernel_shutdown", "server_shutdown"}
-    ),
+    RunState(state): frozenset(reasons) for state, reasons in end_reasons().items()
 }
 
 

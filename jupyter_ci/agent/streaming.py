@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-CODE_TAGS = frozenset({"", "python", "py", "python3", "ipython", "ipython3"})
+from .extract import PYTHON_TAGS
 
 
 @dataclass
@@ -43,7 +43,7 @@ class FenceStream:
     def _take(self, line: str) -> str:
         stripped = line.strip()
         if self._state == "before":
-            if stripped.startswith(("```", "~~~")) and stripped[3:].strip().lower() in CODE_TAGS:
+            if stripped.startswith(("```", "~~~")) and stripped[3:].strip().lower() in PYTHON_TAGS:
                 self._state = "code"
             return ""
         if self._state == "code":

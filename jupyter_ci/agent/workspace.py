@@ -13,24 +13,18 @@ Who does what:
   produced (the browser caps before sending).
 - Timeouts are counted by the workspace from the moment the kernel starts the cell, not from
   when it was queued; on expiry it interrupts the kernel only if that cell is still the one
-  running, and reports ``timed_out``.
+  running.
+- How a cell ended is decided by :func:`jupyter_ci.execution.status.classify` from the raw
+  facts the workspace gathered; the loop reads only the resulting :class:`CellStatus`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any, Protocol, runtime_checkable
 
-
-class CellStatus(str, Enum):
-    """How a cell's execution ended."""
-
-    OK = "ok"
-    ERROR = "error"  # the cell raised; its error output is among the outputs
-    ABORTED = "aborted"  # the kernel skipped it (an earlier error, or an interrupt by the user)
-    TIMED_OUT = "timed_out"  # jupyter-ci interrupted it at the timeout
+from ..execution.status import CellStatus
 
 
 @dataclass(frozen=True)
@@ -107,7 +101,11 @@ class Workspace(Protocol):
         ...
 
     async def run_cell(self, cell_id: str, timeout: float) -> Execution:
-        """Run the cell in the kernel and wait for it; ``timeout`` seconds (0 = none)."""
+        """Run the cell in the kernel and wait for it; ``timeout`` seconds (0 = none).
+
+        A kernel that dies, is shut down or restarted meanwhile ends the execution with the
+        status that says so; it does not raise.
+        """
         ...
 
     async def inspect_variables(self) -> list[Variable]:
@@ -115,5 +113,5 @@ class Workspace(Protocol):
         ...
 
     async def interrupt(self) -> None:
-        """Interrupt the kernel (Stop)."""
+        """Interrupt the kernel (Stop): the running cell ends ``interrupted``."""
         ...

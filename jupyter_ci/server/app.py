@@ -12,6 +12,7 @@ from jupyter_server.extension.application import ExtensionApp
 
 from .._version import __version__
 from ..config import JupyterCI
+from ..execution.status import KernelFate
 from ..models.base import Model
 from ..settings import Layer, Settings, resolve_settings
 from .dispatch import Dispatcher
@@ -152,10 +153,10 @@ class JupyterCIServer(ExtensionApp):
             return
         action = data.get("action")
         if action == "restart":
-            self.manager.kernel_restarted(str(data["kernel_id"]))
+            self.manager.kernel_ended(str(data["kernel_id"]), KernelFate.RESTARTED)
             self.expectations.forget(str(data["kernel_id"]))
         elif action == "shutdown":
-            self.manager.kernel_restarted(str(data["kernel_id"]), shutdown=True)
+            self.manager.kernel_ended(str(data["kernel_id"]), KernelFate.SHUTDOWN)
             self.expectations.forget(str(data["kernel_id"]))
 
     async def _on_contents_event(

@@ -1,10 +1,10 @@
 """The run manager: runs of the agent loop in the server, one at a time per kernel.
 
 A run starts from a tab's ``start_run`` (the panel, or a claimed ``%%ci`` handoff) and belongs to
-that tab: its calls go only there (:mod:`jupyter_ci.server.calls`). Per kernel there is one lane:
-the active run and, behind it, ``%%ci`` requests queued in order (Run All with two ``%%ci`` cells);
-a panel request while the lane is busy is refused, naming the active run so the panel can offer
-Stop.
+that tab: its calls go only there (:mod:`jupyter_ci.server.lab.calls`). Per kernel there is one
+lane: the active run and, behind it, ``%%ci`` requests queued in order (Run All with two ``%%ci``
+cells); a panel request while the lane is busy is refused, naming the active run so the panel can
+offer Stop.
 
 The manager also:
 
@@ -38,12 +38,13 @@ from ..errors import (
     ServerStopping,
     StoppedByUser,
 )
+from ..execution.status import KernelFate
 from ..models.base import Model
 from ..models.scrub import scrub
 from ..settings import Settings
-from ..workspaces.lab import LabWorkspace
 from .attachments import describe_all
-from .calls import CallChannel
+from .lab.calls import CallChannel
+from .lab.workspace import LabWorkspace
 from .store import source_hash
 
 log = logging.getLogger("jupyter_ci.server")
@@ -530,14 +531,18 @@ class RunManager:
         run.channel.close(error)
         self._stop(run, "disconnected", error)
 
-    def kernel_restarted(self, kernel_id: str, *, shutdown: bool = False) -> None:
-        """The kernel restarted or shut down: its runs stop (cells are never replayed)."""
+    def kernel_ended(self, kernel_id: str, fate: KernelFate) -> None:
+        """The kernel was restarted or shut down (asked through the server): its runs stop with
+        that as their reason, and a cell running now ends so (cells are never replayed)."""
+        reason = "kernel_shutdown" if fate is KernelFate.SHUTDOWN else "kernel_restarted"
+        detail = (
+            "The kernel was shut down." if fate is KernelFate.SHUTDOWN else "The kernel restarted."
+        )
         for run in list(self._lanes.get(kernel_id, [])):
-            detail = "The kernel was shut down." if shutdown else "The kernel was restarted."
-            error = KernelDied(detail, restarted=True)
-            run.workspace.lost(error)
+            error = KernelDied(detail)
+            run.workspace.lost(error, fate)
             run.channel.fail_pending(error)
-            self._stop(run, "kernel_shutdown" if shutdown else "kernel_restarted", error)
+            self._stop(run, reason, error)
 
     def notebook_renamed(self, old_path: str, new_path: str) -> None:
         """A notebook moved: its runs' calls name the new path from now on."""

@@ -348,7 +348,7 @@ class ScriptedTab:
             now = time.time()
             self.send({"call_id": call["call_id"], "progress": "started", "started_at": now})
             return {
-                "status": "ok",
+                "reply_status": "ok",
                 "outputs": [],
                 "execution_count": self._count,
                 "started_at": now,
@@ -433,12 +433,13 @@ class ScriptedTab:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), 0.05)
         self._collectors.pop(collector.msg_id, None)
-        status = collector.status()
         outputs = collector.outputs()
         cell["outputs"] = outputs
         cell["execution_count"] = collector.execution_count
+        reply_status = (collector.reply or {}).get("status")
         return {
-            "status": status.value,
+            # As the labextension does: the kernel's reply as it came; the server classifies.
+            "reply_status": "aborted" if reply_status == "abort" else reply_status,
             "outputs": outputs,
             "execution_count": collector.execution_count,
             "started_at": collector.started_at,

@@ -49,8 +49,9 @@ from typing import Any, TypeVar
 
 from ..agent.loop import AgentRun, RunOutcome, RunRequest
 from ..agent.variables import INSPECT_SOURCE, parse_variables
-from ..agent.workspace import Cell, CellStatus, Execution, Variable
+from ..agent.workspace import Cell, Execution, Variable
 from ..errors import CellNotFound, StoppedByUser
+from ..execution.status import CellStatus
 from ..models.base import Model
 from .inkernel_progress import ProgressView, TextProgress, make_view
 

@@ -24,6 +24,9 @@ import time
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from ..agent.outcome import end_words
+from ..agent.states import RunState
+
 #: What a frontend that cannot render widgets shows for the live widget.
 WIDGET_FALLBACK_TEXT = (
     "jupyter-ci: progress is shown as a widget, which this frontend does not render "
@@ -279,7 +282,7 @@ class WidgetProgress:
         elif state in _FINAL_STYLE:
             self.bar.value = self.bar.max
             self.bar.bar_style = _FINAL_STYLE[state]
-            self.step.value = f"{state} ({reason})" if reason else state
+            self.step.value = end_words(RunState(state), reason)
 
     def _show_details(self) -> None:
         seconds = time.monotonic() - self.started

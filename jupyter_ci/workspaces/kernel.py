@@ -30,8 +30,9 @@ import nbformat
 from jupyter_client.manager import AsyncKernelManager
 
 from ..agent.variables import inspection_expression, parse_variables
-from ..agent.workspace import Cell, CellStatus, Execution, Variable
+from ..agent.workspace import Cell, Execution, Variable
 from ..errors import CellNotFound, InternalError, KernelDied
+from ..execution.status import CellStatus
 from .kernel_exec import DisplayRegistry, ExecutionCollector
 from .notebook_file import (
     load_notebook,

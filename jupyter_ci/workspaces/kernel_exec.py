@@ -32,7 +32,7 @@ from typing import Any
 
 import nbformat
 
-from ..agent.workspace import CellStatus
+from ..execution.status import CellStatus
 
 #: Characters one stream output keeps (head and tail) before the middle is cut.
 MAX_STREAM_CHARS = 200_000

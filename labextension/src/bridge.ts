@@ -241,7 +241,7 @@ export class NotebookBridge implements IDisposable {
     timing.kernelSeconds = execution.kernelSeconds;
     const capped = capOutputs(execution.outputs);
     return {
-      status: execution.status,
+      reply_status: execution.replyStatus,
       outputs: capped.outputs,
       truncated: capped.truncated,
       execution_count: execution.executionCount,

@@ -1,5 +1,7 @@
 import { UUID } from '@lumino/coreutils';
 
+import { CI_CELL_PATTERN } from './protocol';
+
 /**
  * Names shared by the notebook side of the labextension (the protocol's own
  * constants are in `./protocolConstants`).
@@ -46,11 +48,11 @@ export namespace CommandIDs {
 }
 
 /**
- * Whether a cell's source is a `%%ci` cell magic (the magic must open the
- * cell; blank lines before it are allowed, as IPython allows them).
+ * Whether a cell's source is a `%%ci` cell magic (the protocol's one rule:
+ * the magic opens the cell, after blank lines at most; `%%cipher` is not).
  */
 export function isCICell(source: string): boolean {
-  return /^\s*%%ci(?:\s|$)/.test(source);
+  return CI_CELL_PATTERN.test(source);
 }
 
 /**

@@ -5,7 +5,7 @@ import { Kernel, KernelMessage } from '@jupyterlab/services';
 import type { JSONObject } from '@lumino/coreutils';
 
 import { METADATA_KEY, RESUME_METADATA_KEY } from './constants';
-import type { CellStatus } from './protocol';
+import type { ReplyStatus } from './protocol';
 
 /**
  * Why a call could not be done, with the protocol's error code
@@ -23,10 +23,15 @@ export class CallError extends Error {
 }
 
 /**
- * How one of jupyter-ci's executions of a cell went.
+ * How one of jupyter-ci's executions of a cell went, as the kernel said: the
+ * server decides from it how the cell ended (the tab does not classify).
  */
 export interface IExecution {
-  status: CellStatus;
+  /**
+   * The execute_reply's status; null when no reply came for our request (the
+   * user ran the cell again over ours).
+   */
+  replyStatus: ReplyStatus | null;
   /**
    * The cell's outputs, read from its model once the execution was done.
    */
@@ -125,18 +130,12 @@ export async function executeCell(
     if (error) {
       throw error;
     }
-    // The user ran the cell again over ours: it no longer belongs to the run.
-    return Private.result('aborted', cell, null, startedAt, null);
+    // The user ran the cell again over ours: no reply will come for our request.
+    return Private.result(null, cell, null, startedAt, null);
   } finally {
     watch.dispose();
   }
   const content = reply.content;
-  const status: CellStatus =
-    content.status === 'ok'
-      ? 'ok'
-      : content.status === 'aborted'
-        ? 'aborted'
-        : 'error';
   const count =
     'execution_count' in content && typeof content.execution_count === 'number'
       ? content.execution_count
@@ -148,7 +147,9 @@ export async function executeCell(
   const ended = Private.epochSeconds(reply.header.date);
   const kernelSeconds =
     startedAt !== null ? Math.max(0, ended - startedAt) : null;
-  return Private.result(status, cell, count, startedAt, kernelSeconds);
+  // Old kernels say 'abort' for what the protocol calls 'aborted'.
+  const replyStatus = content.status === 'abort' ? 'aborted' : content.status;
+  return Private.result(replyStatus, cell, count, startedAt, kernelSeconds);
 }
 
 /**
@@ -205,14 +206,14 @@ namespace Private {
   }
 
   export function result(
-    status: CellStatus,
+    replyStatus: ReplyStatus | null,
     cell: CodeCell,
     executionCount: number | null,
     startedAt: number | null,
     kernelSeconds: number | null
   ): IExecution {
     const outputs = cell.isDisposed ? [] : cell.model.outputs.toJSON();
-    return { status, outputs, executionCount, startedAt, kernelSeconds };
+    return { replyStatus, outputs, executionCount, startedAt, kernelSeconds };
   }
 
   export function epochSeconds(date: string | undefined): number {

@@ -3,10 +3,13 @@
 // The TypeScript types of jupyter-ci's protocol. Object definitions are
 // interfaces named I + the definition's name (`IStateEvent` for
 // `StateEvent`); unions and enums keep the definition's name (`RunEvent`,
-// `RunState`). `jlpm check:protocol` fails when this file is out of date.
+// `RunState`). The values both sides must agree on are constants at the end
+// (`CELL_STATUS_TITLES`, `CI_CELL_PATTERN`, ...). `jlpm check:protocol`
+// fails when this file is out of date.
 
 /**
- * Where a run is (see jupyter_ci/agent/states.py).
+ * Where a run is (see jupyter_ci/agent/states.py). A run in a TerminalRunState
+ * is over.
  */
 export type RunState =
   | 'queued'
@@ -18,12 +21,77 @@ export type RunState =
   | 'failed'
   | 'stopped';
 
+/**
+ * The states a run ends in: done, failed or stopped, each with an end reason.
+ */
+export type TerminalRunState = 'done' | 'failed' | 'stopped';
+
+/**
+ * Why a run ended done. Each title is the words the status line and the panel
+ * show for it.
+ */
+export type DoneReason =
+  'answered' | 'max_steps' | 'inserted' | 'rejected' | 'fixed';
+
+/**
+ * Why a run ended failed. Each title is the words the status line and the panel
+ * show for it.
+ */
+export type FailedReason =
+  | 'max_attempts'
+  | 'model_error'
+  | 'config_error'
+  | 'kernel_died'
+  | 'budget_exceeded'
+  | 'bad_code_block'
+  | 'missing_package'
+  | 'notebook_unavailable'
+  | 'internal_error';
+
+/**
+ * Why a run ended stopped: what was asked. Each title is the words the status
+ * line and the panel show for it.
+ */
+export type StoppedReason =
+  | 'user'
+  | 'disconnected'
+  | 'kernel_restarted'
+  | 'kernel_shutdown'
+  | 'server_shutdown';
+
+/**
+ * Why a run ended, whatever its end state.
+ */
+export type EndReason = DoneReason | FailedReason | StoppedReason;
+
 export type Mode = 'auto' | 'review' | 'insert';
 
 /**
- * How a cell's execution ended.
+ * How a cell's execution ended, decided in one place
+ * (jupyter_ci/execution/status.py). Each title is the label the panel shows.
  */
-export type CellStatus = 'ok' | 'error' | 'aborted' | 'timed_out';
+export type CellStatus =
+  | 'ok'
+  | 'error'
+  | 'timed_out'
+  | 'interrupted'
+  | 'aborted'
+  | 'kernel_died'
+  | 'kernel_shutdown'
+  | 'kernel_restarted';
+
+/**
+ * The status of the kernel's execute_reply, as the kernel sent it (the browser
+ * reports it raw; the server classifies the cell's end).
+ */
+export type ReplyStatus = 'ok' | 'error' | 'aborted';
+
+/**
+ * How a %%ci cell is recognised, everywhere (the labextension, the magic, the
+ * in-kernel loop, the headless workspace): the cell magic opens the cell, after
+ * blank lines at most; %%cipher is not %%ci.
+ */
+export type CICellPattern = string;
 
 /**
  * An error as users and programs see it: a stable code, a message and what to
@@ -125,19 +193,26 @@ export interface IEventBase {
   time: number;
 }
 
+/**
+ * The run moved to another state; text is its status line, composed by the
+ * server (the browser displays it).
+ */
 export interface IStateEvent extends IEventBase {
   type: 'state';
   state: RunState;
   reason: string;
+  text: string;
 }
 
 /**
- * Text streamed from the model (prose for the panel, or code for cell_id).
+ * Text streamed from the model: part says whether it is prose (for the panel)
+ * or code (for the cell cell_id, once the cell exists).
  */
 export interface ITokenEvent extends IEventBase {
   type: 'token';
   text: string;
   cell_id: string | null;
+  part: 'prose' | 'code';
 }
 
 export interface ICellInsertedEvent extends IEventBase {
@@ -152,8 +227,9 @@ export interface ICellInsertedEvent extends IEventBase {
 }
 
 /**
- * A cell's source was replaced by a fix; diff is a unified diff computed by the
- * loop.
+ * A generated cell's source changed; source is the whole new source and diff a
+ * unified diff from the one before (empty for a streamed cell written as it
+ * streamed). cause says why.
  */
 export interface ICellUpdatedEvent extends IEventBase {
   type: 'cell_updated';
@@ -164,6 +240,13 @@ export interface ICellUpdatedEvent extends IEventBase {
    * An integer, at least 1.
    */
   attempt: number;
+  /**
+   * streamed: the code that streamed into the cell is complete (repaired if the
+   * model's block needed it); fix: the model's fix after a failure, or of the
+   * user's cell; edited: the user's edit in review; reproposed: the model's
+   * other proposal after a Reject.
+   */
+  cause: 'streamed' | 'fix' | 'edited' | 'reproposed';
 }
 
 export interface IExecutionStartedEvent extends IEventBase {
@@ -227,10 +310,18 @@ export interface IUsageEvent extends IEventBase {
  */
 export interface IFinishedEvent extends IEventBase {
   type: 'finished';
-  state: 'done' | 'failed' | 'stopped';
+  state: TerminalRunState;
   reason: string;
   error: IErrorInfo | null;
   summary: IRunSummary;
+  /**
+   * The model's final answer in prose ('' if none).
+   */
+  answer: string;
+  /**
+   * The run's status line, composed by the server (the browser displays it).
+   */
+  text: string;
 }
 
 /**
@@ -336,7 +427,12 @@ export interface ICallResult {
   ok: true;
   cell_id?: string;
   cells?: ICellInfo[];
-  status?: CellStatus;
+  /**
+   * run_cell: the execute_reply's status as the kernel sent it ('ok' for an
+   * empty cell, which is not sent); null when no reply came for jupyter-ci's
+   * request (the user ran the cell again over it).
+   */
+  reply_status?: ReplyStatus | null;
   outputs?: IOutput[];
   /**
    * An integer.
@@ -754,8 +850,15 @@ export interface IHandoff {
  */
 export interface IProtocolDefinitions {
   RunState: RunState;
+  TerminalRunState: TerminalRunState;
+  DoneReason: DoneReason;
+  FailedReason: FailedReason;
+  StoppedReason: StoppedReason;
+  EndReason: EndReason;
   Mode: Mode;
   CellStatus: CellStatus;
+  ReplyStatus: ReplyStatus;
+  CICellPattern: CICellPattern;
   ErrorInfo: IErrorInfo;
   Usage: IUsage;
   Output: IOutput;
@@ -809,3 +912,121 @@ export interface IProtocolDefinitions {
   ClientMessage: ClientMessage;
   Handoff: IHandoff;
 }
+
+/**
+ * The values of `RunState`, in the schema's order.
+ */
+export const RUN_STATE_VALUES: readonly RunState[] = [
+  'queued',
+  'generating',
+  'awaiting_approval',
+  'executing',
+  'fixing',
+  'done',
+  'failed',
+  'stopped'
+];
+
+/**
+ * The values of `TerminalRunState`, in the schema's order.
+ */
+export const TERMINAL_RUN_STATE_VALUES: readonly TerminalRunState[] = [
+  'done',
+  'failed',
+  'stopped'
+];
+
+/**
+ * The words shown for each value of `DoneReason` (its titles).
+ */
+export const DONE_REASON_TITLES: Record<DoneReason, string> = {
+  answered: 'answered',
+  max_steps: 'reached the step limit',
+  inserted: 'inserted, not run',
+  rejected: 'rejected in review',
+  fixed: 'fixed'
+};
+
+/**
+ * The words shown for each value of `FailedReason` (its titles).
+ */
+export const FAILED_REASON_TITLES: Record<FailedReason, string> = {
+  max_attempts: 'the cell still failed at the last attempt',
+  model_error: 'model error',
+  config_error: 'configuration error',
+  kernel_died: 'the kernel died',
+  budget_exceeded: 'over budget',
+  bad_code_block: 'no usable code from the model',
+  missing_package: 'a package is missing',
+  notebook_unavailable: 'notebook unavailable',
+  internal_error: 'internal error'
+};
+
+/**
+ * The words shown for each value of `StoppedReason` (its titles).
+ */
+export const STOPPED_REASON_TITLES: Record<StoppedReason, string> = {
+  user: 'stopped by the user',
+  disconnected: 'the tab was away too long',
+  kernel_restarted: 'the kernel restarted',
+  kernel_shutdown: 'the kernel was shut down',
+  server_shutdown: 'the server stopped'
+};
+
+/**
+ * The words shown for each value of `EndReason` (its titles).
+ */
+export const END_REASON_TITLES: Record<EndReason, string> = {
+  answered: 'answered',
+  max_steps: 'reached the step limit',
+  inserted: 'inserted, not run',
+  rejected: 'rejected in review',
+  fixed: 'fixed',
+  max_attempts: 'the cell still failed at the last attempt',
+  model_error: 'model error',
+  config_error: 'configuration error',
+  kernel_died: 'the kernel died',
+  budget_exceeded: 'over budget',
+  bad_code_block: 'no usable code from the model',
+  missing_package: 'a package is missing',
+  notebook_unavailable: 'notebook unavailable',
+  internal_error: 'internal error',
+  user: 'stopped by the user',
+  disconnected: 'the tab was away too long',
+  kernel_restarted: 'the kernel restarted',
+  kernel_shutdown: 'the kernel was shut down',
+  server_shutdown: 'the server stopped'
+};
+
+/**
+ * The values of `Mode`, in the schema's order.
+ */
+export const MODE_VALUES: readonly Mode[] = ['auto', 'review', 'insert'];
+
+/**
+ * The words shown for each value of `CellStatus` (its titles).
+ */
+export const CELL_STATUS_TITLES: Record<CellStatus, string> = {
+  ok: 'Ran',
+  error: 'Error',
+  timed_out: 'Timed out',
+  interrupted: 'Interrupted',
+  aborted: 'Stopped by the user',
+  kernel_died: 'Kernel died',
+  kernel_shutdown: 'Kernel shut down',
+  kernel_restarted: 'Kernel restarted'
+};
+
+/**
+ * The values of `ReplyStatus`, in the schema's order.
+ */
+export const REPLY_STATUS_VALUES: readonly ReplyStatus[] = [
+  'ok',
+  'error',
+  'aborted'
+];
+
+/**
+ * `CICellPattern` as a regular expression.
+ */
+export const CI_CELL_PATTERN = new RegExp('^\\s*%%ci(?:\\s|$)');

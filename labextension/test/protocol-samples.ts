@@ -79,6 +79,14 @@ export const VALID: ISample[] = [
   valid('RunState', 'awaiting_approval'),
   valid('Mode', 'review'),
   valid('CellStatus', 'timed_out'),
+  valid('CellStatus', 'kernel_shutdown'),
+  valid('TerminalRunState', 'stopped'),
+  valid('DoneReason', 'answered'),
+  valid('FailedReason', 'max_attempts'),
+  valid('StoppedReason', 'kernel_shutdown'),
+  valid('EndReason', 'disconnected'),
+  valid('ReplyStatus', 'aborted'),
+  valid('CICellPattern', '%%ci plot the iris data'),
   valid('ErrorInfo', { code: 'kernel_dead', message: 'The kernel died.' }),
   valid('Usage', { ...usage, cost: 0.0012 }),
   valid('Output', stream),
@@ -99,10 +107,23 @@ export const VALID: ISample[] = [
     ...base,
     type: 'state',
     state: 'fixing',
-    reason: 'cell_error'
+    reason: '',
+    text: 'jupyter-ci: fixing — attempt 2/3'
   }),
-  valid('RunEvent', { ...base, type: 'token', text: 'impo', cell_id: 'c1' }),
-  valid('RunEvent', { ...base, type: 'token', text: 'Sure', cell_id: null }),
+  valid('RunEvent', {
+    ...base,
+    type: 'token',
+    text: 'impo',
+    cell_id: 'c1',
+    part: 'code'
+  }),
+  valid('RunEvent', {
+    ...base,
+    type: 'token',
+    text: 'Sure',
+    cell_id: null,
+    part: 'prose'
+  }),
   valid('RunEvent', {
     ...base,
     type: 'cell_inserted',
@@ -117,7 +138,8 @@ export const VALID: ISample[] = [
     cell_id: 'c2',
     source: 'x = 1',
     diff: '-x = y\n+x = 1',
-    attempt: 2
+    attempt: 2,
+    cause: 'fix'
   }),
   valid('RunEvent', {
     ...base,
@@ -154,15 +176,19 @@ export const VALID: ISample[] = [
     state: 'failed',
     reason: 'max_attempts',
     error: { code: 'cell_error', message: 'NameError: x', hint: '' },
-    summary
+    summary,
+    answer: '',
+    text: 'jupyter-ci: failed (the cell still failed at the last attempt)'
   }),
   valid('RunEvent', {
     ...base,
     type: 'finished',
     state: 'done',
-    reason: 'completed',
+    reason: 'answered',
     error: null,
-    summary
+    summary,
+    answer: 'The mean is 5.8.',
+    text: 'jupyter-ci: done — 1 cell, 1 attempt'
   }),
 
   // Call: each member.
@@ -194,7 +220,7 @@ export const VALID: ISample[] = [
   valid('CallReply', {
     call_id: 'k3',
     ok: true,
-    status: 'ok',
+    reply_status: 'ok',
     execution_count: 4,
     started_at: 1.0,
     truncated: false,

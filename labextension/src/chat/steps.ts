@@ -1,4 +1,5 @@
-import type { CellStatus, IUsage, RunEvent, RunState } from '../protocol';
+import { CELL_STATUS_TITLES } from '../protocol';
+import type { IUsage, RunEvent, RunState } from '../protocol';
 
 /**
  * One line of a run's progress in the panel ("Cell 1 inserted",
@@ -63,13 +64,6 @@ export function emptyProgress(runId: string): IRunProgress {
     finished: false
   };
 }
-
-const CELL_STATUS_LABEL: Record<CellStatus, string> = {
-  ok: 'Ran',
-  error: 'Error',
-  aborted: 'Interrupted',
-  timed_out: 'Timed out'
-};
 
 const FINISHED_LABEL: Record<'done' | 'failed' | 'stopped', string> = {
   done: 'Done',
@@ -165,7 +159,7 @@ export function applyEvent(
         if (step.cellId === event.cell_id && step.status === 'active') {
           steps[i] = {
             ...step,
-            label: `${CELL_STATUS_LABEL[event.status]}${step.label.slice('Running'.length)}`,
+            label: `${CELL_STATUS_TITLES[event.status]}${step.label.slice('Running'.length)}`,
             status: event.status === 'ok' ? 'ok' : 'error'
           };
           break;

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import JupyterCIError, NotebookUnavailable
+from ...errors import JupyterCIError, NotebookUnavailable
 
 #: Sends one message to the run's owner; returns False when the owner is not connected now.
 Sender = Callable[[dict[str, Any]], bool]

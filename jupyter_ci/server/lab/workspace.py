@@ -1,9 +1,9 @@
 """The Lab workspace: the loop's hands in JupyterLab are the browser tab that owns the run.
 
 Every method is a call to the tab over the server's websocket (see
-:mod:`jupyter_ci.server.calls`), naming the notebook by path and cells by id. The tab inserts cells
-through the notebook's shared model and runs them in the notebook's kernel with the cell's output
-area attached, so outputs, widgets and execution counts behave as if the user ran the cell.
+:mod:`jupyter_ci.server.lab.calls`), naming the notebook by path and cells by id. The tab inserts
+cells through the notebook's shared model and runs them in the notebook's kernel with the cell's
+output area attached, so outputs, widgets and execution counts behave as if the user ran the cell.
 
 Timers live here, on the server (browsers throttle hidden tabs): a cell's ``timeout`` starts when
 the tab reports that the kernel began the cell (its ``execute_input``); on expiry the kernel is
@@ -19,10 +19,11 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
-from ..agent.variables import inspection_expression, parse_variables
-from ..agent.workspace import Cell, CellStatus, Execution, Variable
-from ..errors import InternalError, JupyterCIError, KernelDied, NotebookUnavailable
-from ..server.calls import CallFailed, ProgressCallback
+from ...agent.variables import inspection_expression, parse_variables
+from ...agent.workspace import Cell, Execution, Variable
+from ...errors import InternalError, JupyterCIError, KernelDied, NotebookUnavailable
+from ...execution.status import KernelFate, classify
+from .calls import CallFailed, ProgressCallback
 
 #: Seconds to wait for the tab to answer a call other than ``run_cell``.
 CALL_TIMEOUT = 120.0
@@ -68,6 +69,7 @@ class LabWorkspace:
         self.interrupt_grace = interrupt_grace
         self._interrupts = 0
         self._lost: JupyterCIError | None = None
+        self._lost_fate: KernelFate | None = None
         self._stuck = False
 
     # --- the Workspace protocol -----------------------------------------------------------
@@ -106,10 +108,17 @@ class LabWorkspace:
         await self._call("delete_cell", {"cell_id": cell_id})
 
     async def run_cell(self, cell_id: str, timeout: float) -> Execution:
-        """Run the cell in the notebook's kernel; ``timeout`` counts from the kernel's start."""
+        """Run the cell in the notebook's kernel; ``timeout`` counts from the kernel's start.
+
+        The tab reports the kernel's reply as it came; how the cell ended is decided here, by
+        :func:`~jupyter_ci.execution.status.classify`, as in every workspace.
+        """
+        if self._lost_fate is not None:
+            return Execution(cell_id, classify(None, kernel=self._lost_fate), [])
         self._check()
         if self._kernel_alive is not None and not self._kernel_alive():
-            raise KernelDied("The notebook's kernel is no longer running on the server.")
+            # Kernels leave the server only when shut down (by the user, or culled when idle).
+            return Execution(cell_id, classify(None, kernel=KernelFate.SHUTDOWN), [])
         if self._stuck:
             raise KernelDied(
                 "The kernel is still busy with a cell that did not stop when it was interrupted "
@@ -143,8 +152,17 @@ class LabWorkspace:
                     "evalue": failure.message,
                     "traceback": [],
                 }
-                return Execution(cell_id, CellStatus.ERROR, [error])
-            raise self._translate(failure) from None
+                return Execution(cell_id, classify("error", "OutputTooLarge"), [error])
+            fate = self._fate_of(failure.error_code)
+            if fate is None:
+                raise self._translate(failure) from None
+            return Execution(cell_id, classify(None, kernel=fate), [], None, _since(started_at))
+        except KernelDied:
+            if self._lost_fate is None:
+                raise
+            # The run manager was told the kernel restarted or was shut down: what was asked.
+            status = classify(None, kernel=self._lost_fate)
+            return Execution(cell_id, status, [], None, _since(started_at))
         finally:
             if not call.done():
                 call.cancel()
@@ -173,9 +191,14 @@ class LabWorkspace:
 
     # --- what the run manager tells it -----------------------------------------------------
 
-    def lost(self, error: JupyterCIError) -> None:
-        """The kernel or the tab is gone for good: every later call raises ``error``."""
+    def lost(self, error: JupyterCIError, fate: KernelFate | None = None) -> None:
+        """The kernel or the tab is gone for good: every later call raises ``error``.
+
+        ``fate`` says what became of the kernel when that is why (it was restarted or shut
+        down): a cell running then ends with the status that says so.
+        """
         self._lost = error
+        self._lost_fate = fate
 
     # --- internals --------------------------------------------------------------------------
 
@@ -229,11 +252,23 @@ class LabWorkspace:
             )
         return True
 
+    def _fate_of(self, code: str) -> KernelFate | None:
+        """What a tab's failure code says became of the kernel (None: not the kernel)."""
+        if code not in KERNEL_GONE:
+            return None
+        if self._kernel_alive is not None and not self._kernel_alive():
+            return KernelFate.SHUTDOWN
+        if code == "kernel_restarted":
+            return KernelFate.RESTARTED
+        if code == "kernel_dead":
+            return KernelFate.DIED
+        return KernelFate.SHUTDOWN  # kernel_unavailable: the notebook's kernel went away
+
     def _translate(self, failure: CallFailed) -> JupyterCIError:
         if failure.error_code in NOTEBOOK_GONE:
             return NotebookUnavailable(failure.message)
         if failure.error_code in KERNEL_GONE:
-            return KernelDied(failure.message, restarted=failure.error_code == "kernel_restarted")
+            return KernelDied(failure.message)
         return InternalError(f"The browser could not {failure.method}: {failure.message}")
 
     @staticmethod
@@ -245,27 +280,27 @@ class LabWorkspace:
         started_at: list[float],
     ) -> Execution:
         outputs = [dict(out) for out in reply.get("outputs") or [] if isinstance(out, Mapping)]
-        try:
-            status = CellStatus(str(reply.get("status", "ok")))
-        except ValueError:
-            status = CellStatus.ERROR
         error_name = next(
             (out.get("ename") for out in outputs if out.get("output_type") == "error"), None
         )
-        if timed_out:
-            status = CellStatus.TIMED_OUT
-        elif interrupted and (status is CellStatus.ERROR and error_name == "KeyboardInterrupt"):
-            status = CellStatus.ABORTED
+        reply_status = reply.get("reply_status")
+        status = classify(
+            reply_status if isinstance(reply_status, str) else None,
+            str(error_name) if error_name is not None else None,
+            timed_out=timed_out,
+            interrupted=interrupted,
+        )
         begun = reply.get("started_at")
-        if isinstance(begun, (int, float)):
-            start: float | None = float(begun)
-        else:
-            start = started_at[0] if started_at else None
-        duration = max(0.0, time.time() - start) if start is not None else None
+        start = [float(begun)] if isinstance(begun, (int, float)) else started_at
         count = reply.get("execution_count")
         return Execution(
-            cell_id, status, outputs, count if isinstance(count, int) else None, duration
+            cell_id, status, outputs, count if isinstance(count, int) else None, _since(start)
         )
+
+
+def _since(started_at: list[float]) -> float | None:
+    """Seconds since the kernel began the cell (None if it never did)."""
+    return max(0.0, time.time() - started_at[0]) if started_at else None
 
 
 def _cell(raw: Mapping[str, Any]) -> Cell:

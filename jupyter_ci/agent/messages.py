@@ -1,0 +1,142 @@
+"""The messages a run sends to the model: its opening, and what it says after each cell.
+
+One budget rule for every opening: the notebook view gets what the context budget leaves after
+the system prompt, the request (with the cells and files the user attached) and a reserve for
+the reply. Kernel output, attached files and cells are data, never instructions: they go in a
+nonce envelope (:func:`jupyter_ci.agent.digest.wrap_untrusted`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import NotebookUnavailable
+from ..models.base import Model
+from ..settings import Settings
+from .context import build_context, describe_attached
+from .digest import Digest, wrap_untrusted
+from .prompts import render
+from .workspace import Cell, Variable, Workspace
+
+#: Tokens kept free for the request and the model's reply when sizing the notebook view.
+RESERVED_TOKENS = 1200
+#: The smallest notebook view budget, however long the request.
+MIN_VIEW_TOKENS = 200
+
+
+def text_of(content: Any) -> str:
+    """The text of a message's content (a string, or a list of parts)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return ""
+
+
+@dataclass
+class Conversation:
+    """Builds a run's messages for one model: its settings, the request's parts, the nonce."""
+
+    model: Model
+    settings: Settings
+    nonce: str
+    prompt: str
+    history: tuple[dict[str, Any], ...] = ()
+    attachments: str = ""
+    attached_cells: tuple[str, ...] = ()
+
+    async def opening(self, workspace: Workspace, anchor_id: str | None) -> list[dict[str, Any]]:
+        """The first messages of a request: system, history, then notebook, variables, request."""
+        cells = await workspace.read_cells()
+        variables = await workspace.inspect_variables()
+        attached = describe_attached(
+            cells,
+            self.attached_cells,
+            nonce=self.nonce,
+            share_outputs=self.settings.share_outputs,
+        )
+        request = self.prompt
+        if attached:
+            request = attached + "\n" + request
+        if self.attachments:
+            request = wrap_untrusted(self.attachments, self.nonce, "attached") + "\n" + request
+        context = self._context(cells, variables, anchor_id, attached + self.prompt)
+        body = render(
+            "request", notebook=context.notebook, variables=context.variables, request=request
+        )
+        return [*self._start(), {"role": "user", "content": body}]
+
+    async def fix_opening(
+        self, workspace: Workspace, cell_id: str, digest_of: Any
+    ) -> tuple[list[dict[str, Any]], Cell]:
+        """The first messages of "fix this cell", and the cell; ``digest_of(outputs)`` digests.
+
+        Raises :class:`NotebookUnavailable` when the cell is not a code cell of the notebook.
+        """
+        cells = await workspace.read_cells()
+        target = next((cell for cell in cells if cell.id == cell_id), None)
+        if target is None or target.cell_type != "code":
+            raise NotebookUnavailable(
+                "The cell to fix is not in the notebook (or is not a code cell).",
+                hint="Select the failed code cell and ask again.",
+            )
+        variables = await workspace.inspect_variables()
+        context = self._context(cells, variables, cell_id, target.source + self.prompt)
+        digest: Digest = digest_of(target.outputs)
+        shown = f"{target.source}\n# what it printed or raised:\n{digest.text or '(nothing)'}"
+        body = render(
+            "fix_request",
+            notebook=context.notebook,
+            variables=context.variables,
+            cell=wrap_untrusted(shown, self.nonce, "the cell to fix"),
+            request=self.prompt or "Fix this cell.",
+        )
+        return [*self._start(), self.user_message(body, digest)], target
+
+    def user_message(self, text: str, digest: Digest) -> dict[str, Any]:
+        """A user message, with the digest's images as image parts for a vision model."""
+        if not digest.images or not getattr(self.model, "vision", False):
+            return {"role": "user", "content": text}
+        parts: list[dict[str, Any]] = [{"type": "text", "text": text}]
+        for image in digest.images:
+            url = f"data:{image.mime};base64,{image.data}"
+            parts.append({"type": "image_url", "image_url": {"url": url}})
+        return {"role": "user", "content": parts}
+
+    def wrap(self, text: str) -> str:
+        """Kernel output as data for the model (in the run's nonce envelope)."""
+        return wrap_untrusted(text, self.nonce, "kernel output")
+
+    def prompt_tokens(self, messages: list[dict[str, Any]]) -> int:
+        """The tokens of ``messages`` as the model will count them (estimated where unknown)."""
+        return sum(self.model.count_tokens(text_of(m.get("content"))) for m in messages)
+
+    @staticmethod
+    def shrink(messages: list[dict[str, Any]]) -> None:
+        """Halve the largest message's text (the notebook view, usually), keeping its ends."""
+        index = max(range(1, len(messages)), key=lambda i: len(text_of(messages[i].get("content"))))
+        text = text_of(messages[index].get("content"))
+        keep = len(text) // 4
+        messages[index] = {
+            **messages[index],
+            "content": text[:keep] + "\n[... cut to fit the model's context ...]\n" + text[-keep:],
+        }
+
+    def _start(self) -> list[dict[str, Any]]:
+        return [{"role": "system", "content": render("system")}, *(dict(m) for m in self.history)]
+
+    def _context(
+        self, cells: list[Cell], variables: list[Variable], anchor_id: str | None, request: str
+    ) -> Any:
+        used = self.model.count_tokens(render("system") + request)
+        budget = max(self.settings.context_tokens - used - RESERVED_TOKENS, MIN_VIEW_TOKENS)
+        return build_context(
+            cells,
+            variables,
+            anchor_id=anchor_id,
+            budget_tokens=budget,
+            count_tokens=self.model.count_tokens,
+            nonce=self.nonce,
+            share_outputs=self.settings.share_outputs,
+        )

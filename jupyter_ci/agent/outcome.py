@@ -1,0 +1,105 @@
+"""How a run stands and how it ended, in words: the status line, composed here only.
+
+The loop puts the line in every ``state`` and ``finished`` event (``text``); the labextension,
+the magic, the CLI and the server's log show that text as it is. The words for each end reason
+come from the protocol's schema (:func:`jupyter_ci.vocabulary.reason_words`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import JupyterCIError
+from ..models.base import TokenUsage
+from ..vocabulary import reason_words
+from .states import RunState
+
+PREFIX = "jupyter-ci: "
+
+
+def usage_dict(usage: TokenUsage) -> dict[str, Any]:
+    """The protocol's Usage of a run's token usage."""
+    return {
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "cost": usage.cost,
+    }
+
+
+def live_line(state: RunState, attempt: int | None = None, max_attempts: int | None = None) -> str:
+    """The status line of a run that is not over ("jupyter-ci: executing — attempt 2/3")."""
+    if state is RunState.QUEUED:
+        return PREFIX + "queued behind another request in this kernel"
+    line = PREFIX + str(state.value).replace("_", " ")
+    if attempt is not None and max_attempts is not None:
+        line += f" — attempt {attempt}/{max_attempts}"
+    return line
+
+
+def end_words(state: RunState, reason: str) -> str:
+    """How a run ended, in words ("done", "failed (the cell still failed ...)")."""
+    words = reason_words().get(reason, reason.replace("_", " "))
+    if state is RunState.DONE and reason in ("answered", ""):
+        return "done"
+    if state is RunState.STOPPED and reason == "user":
+        return words
+    return f"{state.value} ({words})" if words else state.value
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count:,} {word}" + ("" if count == 1 else "s")
+
+
+@dataclass
+class RunOutcome:
+    """How a run ended, with everything its status line needs."""
+
+    run_id: str
+    state: RunState
+    reason: str
+    error: JupyterCIError | None
+    cells: list[str]
+    attempts: int
+    usage: TokenUsage
+    seconds: float
+    answer: str = ""
+    notices: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """Whether the run finished (``done``)."""
+        return self.state is RunState.DONE
+
+    def summary(self) -> dict[str, Any]:
+        """The protocol's RunSummary."""
+        return {
+            "cells": len(self.cells),
+            "attempts": self.attempts,
+            "usage": usage_dict(self.usage),
+            "seconds": round(self.seconds, 3),
+        }
+
+    def status_line(self) -> str:
+        """One line: how it ended, cells, attempts, tokens, cost, time."""
+        cost = "cost unknown" if self.usage.cost is None else f"${self.usage.cost:.4f}"
+        tokens = _plural(self.usage.total_tokens, "token")
+        if self.usage.estimated:
+            tokens += " (est.)"
+        numbers = ", ".join(
+            (
+                _plural(len(self.cells), "cell"),
+                _plural(self.attempts, "attempt"),
+                tokens,
+                cost,
+                f"{self.seconds:.1f} s",
+            )
+        )
+        return f"{PREFIX}{end_words(self.state, self.reason)} — {numbers}"
+
+
+def rejection_text(source: str) -> str:
+    """What the conversation keeps when the user rejects a proposed cell in review mode."""
+    code = source.rstrip("\n")
+    shown = f"\n\n```python\n{code}\n```" if code else ""
+    return f"I rejected the cell you proposed, without running it.{shown}"

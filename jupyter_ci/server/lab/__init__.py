@@ -1,0 +1,6 @@
+"""The loop's hands in JupyterLab: the browser tab that owns a run, reached over the websocket.
+
+:mod:`.calls` carries a run's calls to its tab and their replies; :mod:`.workspace` is the
+:class:`~jupyter_ci.agent.workspace.Workspace` built on them. Both belong to the server: the tab
+is reached only through the server's websocket.
+"""
