@@ -104,17 +104,3 @@ def split_options(line: str, parser: argparse.ArgumentParser) -> tuple[list[str]
     if pending_value:
         raise OptionsError(f"option {tokens[-1]} needs a value")
     return tokens, line[position:].strip()
-
-
-def parse_magic_line(line: str) -> tuple[dict[str, Any], str]:
-    """Parse a ``%%ci`` line into ``(options given, prompt)``; ``OptionsError`` if malformed."""
-    parser = make_magic_parser()
-    tokens, prompt = split_options(line, parser)
-    namespace = parser.parse_args(tokens)
-    given = {name: value for name, value in vars(namespace).items() if value is not None}
-    return given, prompt
-
-
-def magic_help() -> str:
-    """Help text listing every option ``%%ci`` accepts."""
-    return make_magic_parser().format_help()

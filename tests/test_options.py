@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from jupyter_ci.arguments import OptionsError, magic_help, parse_magic_line
+from jupyter_ci.arguments import OptionsError
+from jupyter_ci.magics import make_parser
+from jupyter_ci.magics import parse_line as parse_magic_line
 from jupyter_ci.options import OPTIONS, OPTIONS_BY_NAME, option
 from jupyter_ci.settings import Settings, settings_field_names
 
@@ -71,22 +73,26 @@ def test_coerce_refuses_with_the_flag_named(name: str, raw: object, message: str
 
 
 def test_magic_line_options_then_verbatim_prompt() -> None:
-    given, prompt = parse_magic_line("--max-attempts 2 -m openai/x plot   the $x {y} 'data'")
+    given, progress, prompt = parse_magic_line(
+        "--max-attempts 2 -m openai/x --progress text plot   the $x {y} 'data'"
+    )
     assert given == {"max_attempts": "2", "model": "openai/x"}
+    assert progress == "text"
     assert prompt == "plot   the $x {y} 'data'"
 
 
 def test_magic_line_aliases_and_equals_form() -> None:
-    assert parse_magic_line("--review do it") == ({"mode": "review"}, "do it")
-    assert parse_magic_line("--no-run do it") == ({"mode": "insert"}, "do it")
-    assert parse_magic_line("--mode=insert x") == ({"mode": "insert"}, "x")
+    assert parse_magic_line("--review do it") == ({"mode": "review"}, None, "do it")
+    assert parse_magic_line("--no-run do it") == ({"mode": "insert"}, None, "do it")
+    assert parse_magic_line("--mode=insert x") == ({"mode": "insert"}, None, "x")
+    assert parse_magic_line("--regenerate x") == ({"regenerate": True}, None, "x")
 
 
 def test_magic_line_without_options_keeps_leading_text() -> None:
-    assert parse_magic_line("don't use -m here") == ({}, "don't use -m here")
-    assert parse_magic_line('{"a": 1} as json') == ({}, '{"a": 1} as json')
-    assert parse_magic_line("-- --review is literal") == ({}, "--review is literal")
-    assert parse_magic_line("") == ({}, "")
+    assert parse_magic_line("don't use -m here") == ({}, None, "don't use -m here")
+    assert parse_magic_line('{"a": 1} as json') == ({}, None, '{"a": 1} as json')
+    assert parse_magic_line("-- --review is literal") == ({}, None, "--review is literal")
+    assert parse_magic_line("") == ({}, None, "")
 
 
 def test_magic_line_errors_say_what_is_wrong() -> None:
@@ -97,7 +103,7 @@ def test_magic_line_errors_say_what_is_wrong() -> None:
 
 
 def test_server_only_options_are_not_magic_flags() -> None:
-    text = magic_help()
+    text = make_parser().format_help()
     assert "--max-attempts" in text
     assert "--review" in text
     assert "--api-key-env" not in text

@@ -5,9 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import logging
 import sqlite3
-import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -46,6 +44,17 @@ def usage(prompt: int, completion: int, cost: float | None) -> dict[str, Any]:
 def finished(run_id: str, seq: int, use: dict[str, Any]) -> dict[str, Any]:
     summary = {"cells": 1, "attempts": 1, "usage": use, "seconds": 1.5}
     return ev(run_id, seq, "finished", state="done", reason="answered", error=None, summary=summary)
+
+
+async def record(store: ConversationStore, run_id: str, event: dict[str, Any]) -> None:
+    """Record one event, as the run manager records a batch."""
+    await store.record_events(run_id, [event])
+
+
+async def events(store: ConversationStore, run_id: str, after_seq: int = 0) -> list[dict[str, Any]]:
+    """A run's stored events after ``after_seq``, as the panel's history and a replay read them."""
+    stored = (await store.events_of([run_id])).get(run_id, [])
+    return [event for event in stored if event["seq"] > after_seq]
 
 
 def user_version(path: Path) -> int:
@@ -91,7 +100,7 @@ async def test_everything_survives_close_and_reopen(tmp_path: Path) -> None:
             ev("r1", 5, "usage", usage=usage(100, 20, 0.001)),
             finished("r1", 6, usage(100, 20, 0.001)),
         ):
-            await first.record_event("r1", event)
+            await record(first, "r1", event)
 
     async with ConversationStore(path, scope="/root") as second:
         assert second.persistent
@@ -112,10 +121,10 @@ async def test_everything_survives_close_and_reopen(tmp_path: Path) -> None:
         assert run.cost == 0.001
         assert run.cell_hashes == [("c1", source_hash("x = 1"))]
         assert (run.cells[0].status, run.cells[0].execution_count) == ("ok", 4)
-        events = await second.events("r1")
-        assert [e["seq"] for e in events] == [1, 2, 3, 4, 5, 6]
-        assert events[2]["digest"] == "(no output)"
-        assert [e["seq"] for e in await second.events("r1", after_seq=4)] == [5, 6]
+        stored = await events(second, "r1")
+        assert [e["seq"] for e in stored] == [1, 2, 3, 4, 5, 6]
+        assert stored[2]["digest"] == "(no output)"
+        assert [e["seq"] for e in await events(second, "r1", after_seq=4)] == [5, 6]
     assert user_version(path) == SCHEMA_VERSION
 
 
@@ -212,7 +221,7 @@ async def test_scopes_keep_servers_with_different_roots_apart(tmp_path: Path) ->
 @pytest.mark.asyncio
 async def test_token_events_are_not_stored_and_the_others_are(store: ConversationStore) -> None:
     await start(store, "a.ipynb", "r1")
-    events = [
+    emitted = [
         ev("r1", 1, "state", state="generating", reason=""),
         ev("r1", 2, "token", text="```py", cell_id=None),
         ev("r1", 3, "token", text="thon\nx = 1", cell_id="c1"),
@@ -220,16 +229,16 @@ async def test_token_events_are_not_stored_and_the_others_are(store: Conversatio
         ev("r1", 5, "token", text="\n```", cell_id="c1"),
         ev("r1", 6, "attempt", cell_id="c1", attempt=1, max_attempts=3),
     ]
-    for event in events:
-        await store.record_event("r1", event)
+    for event in emitted:
+        await record(store, "r1", event)
 
-    stored = await store.events("r1")
+    stored = await events(store, "r1")
     assert [(e["seq"], e["type"]) for e in stored] == [
         (1, "state"),
         (4, "cell_inserted"),
         (6, "attempt"),
     ]
-    assert stored[0] == events[0]
+    assert stored[0] == emitted[0]
     run = await store.run("r1")
     assert run is not None
     assert (run.state, run.last_seq) == ("generating", 6)
@@ -264,20 +273,67 @@ async def test_a_batch_of_events_is_one_write_with_the_same_effects(
 @pytest.mark.asyncio
 async def test_generated_cells_keep_their_latest_source_hash(store: ConversationStore) -> None:
     await start(store, "a.ipynb", "r1", anchor="ci-cell")
-    # A streamed cell: inserted empty, its code arrives as (unstored) tokens.
-    await store.record_event(
-        "r1", ev("r1", 1, "cell_inserted", cell_id="c1", after_id="ci-cell", source="", step=1)
+    # A streamed cell: inserted empty, its code announced whole once the reply is complete.
+    await record(
+        store,
+        "r1",
+        ev("r1", 1, "cell_inserted", cell_id="c1", after_id="ci-cell", source="", step=1),
     )
-    streamed = await store.set_cell_source("r1", "c1", "df = load()\n")
-    assert streamed.source_hash == source_hash("df = load()\n")
+    await record(
+        store,
+        "r1",
+        ev(
+            "r1",
+            2,
+            "cell_updated",
+            cell_id="c1",
+            source="df = load()\n",
+            diff="",
+            attempt=1,
+            cause="streamed",
+        ),
+    )
     # A cell inserted whole, then fixed.
-    await store.record_event(
+    await record(
+        store,
         "r1",
-        ev("r1", 2, "cell_inserted", cell_id="c2", after_id="c1", source="plt.plot(df.x)", step=2),
+        ev("r1", 3, "cell_inserted", cell_id="c2", after_id="c1", source="plt.plot(df.x)", step=2),
     )
-    await store.record_event(
+    await record(
+        store,
         "r1",
-        ev("r1", 3, "cell_updated", cell_id="c2", source="plt.plot(df['x'])", diff="", attempt=2),
+        ev(
+            "r1",
+            4,
+            "cell_updated",
+            cell_id="c2",
+            source="plt.plot(df['x'])",
+            diff="",
+            attempt=2,
+            cause="fix",
+        ),
+    )
+    # A fix of a cell the run did not insert (Fix with jupyter-ci) joins the record too.
+    await record(
+        store,
+        "r1",
+        ev(
+            "r1", 5, "cell_updated", cell_id="mine", source="y = 2", diff="", attempt=1, cause="fix"
+        ),
+    )
+    await record(
+        store,
+        "r1",
+        ev(
+            "r1",
+            6,
+            "execution_finished",
+            cell_id="c2",
+            status="ok",
+            execution_count=3,
+            digest="[stdout] 5",
+            duration=0.1,
+        ),
     )
 
     run = await store.run("r1")
@@ -285,13 +341,13 @@ async def test_generated_cells_keep_their_latest_source_hash(store: Conversation
     assert run.cell_hashes == [
         ("c1", source_hash("df = load()\n")),
         ("c2", source_hash("plt.plot(df['x'])")),
+        ("mine", source_hash("y = 2")),
     ]
-    assert [(c.step, c.attempt, c.source) for c in run.cells] == [
-        (1, 1, "df = load()\n"),
-        (2, 2, "plt.plot(df['x'])"),
+    assert [(c.step, c.attempt, c.source, c.digest) for c in run.cells] == [
+        (1, 1, "df = load()\n", ""),
+        (2, 2, "plt.plot(df['x'])", "[stdout] 5"),
+        (None, 1, "y = 2", ""),
     ]
-    with pytest.raises(KeyError):
-        await store.set_cell_source("r1", "not-generated", "x")
 
 
 def test_source_hash_is_sha256_of_the_exact_utf8_source() -> None:
@@ -329,13 +385,16 @@ async def test_latest_run_for_an_anchor(store: ConversationStore) -> None:
 @pytest.mark.asyncio
 async def test_usage_totals_unknown_cost_is_not_zero(store: ConversationStore) -> None:
     conversation = await start(store, "a.ipynb", "r1")
-    await store.record_event("r1", finished("r1", 1, usage(100, 10, 0.25)))
+    await record(store, "r1", finished("r1", 1, usage(100, 10, 0.25)))
     await store.start_run(conversation.id, "r2", "more", {}, None, "panel")
-    await store.record_event("r2", ev("r2", 1, "usage", usage=usage(50, 5, 0.5)))
+    await record(store, "r2", ev("r2", 1, "usage", usage=usage(50, 5, 0.5)))
     # A run that never reached the model: no tokens, price unknown, costs nothing.
     await store.start_run(conversation.id, "r3", "more", {}, None, "panel")
-    await store.finish_run(
-        "r3", "failed", "config_error", {"usage": usage(0, 0, None)}, {"code": "config_error"}
+    summary = {"cells": 0, "attempts": 0, "usage": usage(0, 0, None), "seconds": 0.0}
+    await record(
+        store,
+        "r3",
+        ev("r3", 1, "finished", state="failed", reason="config_error", error=None, summary=summary),
     )
 
     totals = await store.usage_totals(conversation.id)
@@ -343,31 +402,45 @@ async def test_usage_totals_unknown_cost_is_not_zero(store: ConversationStore) -
     assert totals.cost == pytest.approx(0.75)
 
     await store.start_run(conversation.id, "r4", "more", {}, None, "cli")
-    await store.record_event("r4", ev("r4", 1, "usage", usage=usage(7, 3, None)))
+    await record(store, "r4", ev("r4", 1, "usage", usage=usage(7, 3, None)))
     totals = await store.usage_totals(conversation.id)
     assert (totals.prompt_tokens, totals.completion_tokens) == (157, 18)
     assert totals.cost is None
 
 
 @pytest.mark.asyncio
-async def test_finish_run_records_the_outcome(store: ConversationStore) -> None:
+async def test_the_finished_event_records_the_outcome(store: ConversationStore) -> None:
     await start(store, "a.ipynb", "r1")
     error = {"code": "kernel_died", "message": "The kernel died.", "hint": "Re-run."}
     summary = {"cells": 2, "attempts": 3, "usage": usage(9, 1, 0.0), "seconds": 4.0}
-    record = await store.finish_run("r1", "failed", "kernel_died", summary, error)
-    assert (record.state, record.reason, record.error, record.summary) == (
+    line = "jupyter-ci: failed (the kernel died) — 2 cells, 3 attempts, 10 tokens, $0.0000, 4.0 s"
+    await record(
+        store,
+        "r1",
+        ev(
+            "r1",
+            1,
+            "finished",
+            state="failed",
+            reason="kernel_died",
+            error=error,
+            summary=summary,
+            answer="",
+            text=line,
+        ),
+    )
+    run = await store.run("r1")
+    assert run is not None
+    assert (run.state, run.reason, run.error, run.summary, run.status_line) == (
         "failed",
         "kernel_died",
         error,
         summary,
+        line,
     )
-    assert record.is_finished
-    assert record.finished is not None
-    assert record.usage == usage(9, 1, 0.0)
-    with pytest.raises(ValueError, match="state"):
-        await store.finish_run("r1", "executing", "", None, None)
-    with pytest.raises(KeyError):
-        await store.finish_run("nope", "done", "", None, None)
+    assert run.is_finished
+    assert run.finished == 1001.0
+    assert run.usage == usage(9, 1, 0.0)
 
 
 @pytest.mark.asyncio
@@ -375,19 +448,37 @@ async def test_abandoned_runs_of_a_dead_server_are_ended(tmp_path: Path) -> None
     path = tmp_path / "ci.sqlite"
     async with ConversationStore(path, scope="/root") as before:
         await start(before, "a.ipynb", "running")
-        await before.record_event(
-            "running", ev("running", 1, "state", state="executing", reason="")
-        )
+        await record(before, "running", ev("running", 1, "state", state="executing", reason=""))
         await start(before, "a.ipynb", "done")
-        await before.finish_run("done", "done", "answered", None, None)
+        await record(before, "done", finished("done", 1, usage(1, 1, None)))
+    seen: list[tuple[str, float | None]] = []
+
+    def ended(run: Any, last_time: float | None) -> dict[str, Any]:
+        seen.append((run.run_id, last_time))
+        summary = {"cells": 0, "attempts": 0, "usage": usage(0, 0, None), "seconds": 0.0}
+        return {
+            "type": "finished",
+            "state": "stopped",
+            "reason": "server_shutdown",
+            "error": None,
+            "summary": summary,
+            "answer": "",
+            "text": "jupyter-ci: stopped (the server stopped)",
+        }
+
     async with ConversationStore(path, scope="/root") as after:
-        assert await after.abandon_unfinished_runs() == ["running"]
+        assert await after.abandon_unfinished_runs(ended) == ["running"]
+        assert seen == [("running", 1001.0)]
         run = await after.run("running")
         assert run is not None
-        assert (run.state, run.reason) == ("failed", "server_stopped")
+        assert (run.state, run.reason, run.last_seq) == ("stopped", "server_shutdown", 2)
+        assert run.status_line == "jupyter-ci: stopped (the server stopped)"
+        # The end is an event like any other: the panel's history and a replay see it.
+        assert [e["type"] for e in await events(after, "running")] == ["state", "finished"]
         done = await after.run("done")
         assert done is not None
         assert done.state == "done"
+        assert await after.abandon_unfinished_runs(ended) == []
 
 
 @pytest.mark.asyncio
@@ -396,8 +487,8 @@ async def test_clear_deletes_messages_and_runs_of_that_conversation_only(
 ) -> None:
     conversation = await start(store, "a.ipynb", "r1")
     await store.add_message(conversation.id, "user", "plot iris")
-    await store.record_event(
-        "r1", ev("r1", 1, "cell_inserted", cell_id="c", after_id=None, source="1", step=1)
+    await record(
+        store, "r1", ev("r1", 1, "cell_inserted", cell_id="c", after_id=None, source="1", step=1)
     )
     other = await start(store, "b.ipynb", "r2")
     await store.add_message(other.id, "user", "keep me")
@@ -407,7 +498,7 @@ async def test_clear_deletes_messages_and_runs_of_that_conversation_only(
     assert await store.messages(conversation.id) == []
     assert await store.runs(conversation.id) == []
     assert await store.run("r1") is None
-    assert await store.events("r1") == []
+    assert await events(store, "r1") == []
     assert (await store.conversation_for("a.ipynb")).id == conversation.id
     assert [m.text for m in await store.messages(other.id)] == ["keep me"]
     assert await store.run("r2") is not None
@@ -452,28 +543,13 @@ async def test_bad_calls_are_refused(store: ConversationStore) -> None:
 
 
 @pytest.mark.asyncio
-async def test_an_event_of_an_unknown_run_is_logged_not_raised(
-    store: ConversationStore, caplog: pytest.LogCaptureFixture
-) -> None:
-    with caplog.at_level(logging.WARNING, logger="jupyter_ci.server.store"):
-        await store.record_event("ghost", ev("ghost", 1, "state", state="generating", reason=""))
-    assert await store.events("ghost") == []
-    assert "ghost" in caplog.text
-    assert store.problem is None  # not a database failure
-
-
-@pytest.mark.asyncio
-async def test_a_repeated_seq_is_not_applied_twice(
-    store: ConversationStore, caplog: pytest.LogCaptureFixture
-) -> None:
+async def test_a_repeated_seq_is_not_applied_twice(store: ConversationStore) -> None:
     conversation = await start(store, "a.ipynb", "r1")
     said = ev("r1", 1, "message", role="assistant", text="once")
-    await store.record_event("r1", said)
-    with caplog.at_level(logging.WARNING, logger="jupyter_ci.server.store"):
-        await store.record_event("r1", said)
-    assert "already recorded" in caplog.text
+    assert await store.record_events("r1", [said]) == 1
+    assert await store.record_events("r1", [said]) == 0
     assert [m.text for m in await store.messages(conversation.id)] == ["once"]
-    assert len(await store.events("r1")) == 1
+    assert len(await events(store, "r1")) == 1
 
 
 @pytest.mark.asyncio
@@ -486,15 +562,16 @@ async def test_a_database_failure_after_opening_is_reported(tmp_path: Path) -> N
             other.execute("BEGIN EXCLUSIVE")
             with pytest.raises(StoreError, match="locked"):
                 await store.add_message(conversation.id, "user", "lost")
-            # Recording never raises: a run must not fail because its record could not be kept.
-            await store.record_event("r1", ev("r1", 1, "state", state="generating", reason=""))
+            # The run manager logs this and goes on: a run never fails for its record.
+            with pytest.raises(StoreError, match="locked"):
+                await record(store, "r1", ev("r1", 1, "state", state="generating", reason=""))
             other.execute("ROLLBACK")
         assert store.problem is not None
         assert store.problem.startswith("Conversations may not be saved")
         # Once the lock is gone the store works again.
         await store.add_message(conversation.id, "user", "kept")
         assert [m.text for m in await store.messages(conversation.id)] == ["kept"]
-        assert await store.events("r1") == []
+        assert await events(store, "r1") == []
 
 
 @pytest.mark.asyncio
@@ -526,15 +603,24 @@ V2 = ("ALTER TABLE conversations ADD COLUMN title TEXT NOT NULL DEFAULT 'untitle
 @pytest.mark.asyncio
 async def test_an_older_schema_is_upgraded_in_place_keeping_the_data(tmp_path: Path) -> None:
     path = tmp_path / "ci.sqlite"
-    async with ConversationStore(path) as v1:
+    async with ConversationStore(path, migrations=MIGRATIONS[:1]) as v1:
         conversation = await v1.conversation_for("a.ipynb")
         await v1.add_message(conversation.id, "user", "kept")
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as conn:
+        conn.execute(
+            "INSERT INTO runs (id, conversation_id, prompt, options, origin, state, created) "
+            "VALUES ('r1', ?, 'p', '{}', 'panel', 'done', 1.0)",
+            (conversation.id,),
+        )
     assert user_version(path) == 1
 
     async with ConversationStore(path, migrations=(*MIGRATIONS, V2)) as v2:
         assert v2.persistent, v2.problem
         assert [m.text for m in await v2.messages(conversation.id)] == ["kept"]
-    assert user_version(path) == 2
+        run = await v2.run("r1")  # the columns later migrations added, with their defaults
+        assert run is not None
+        assert (run.answer, run.status_line) == ("", "")
+    assert user_version(path) == SCHEMA_VERSION + 1
     with contextlib.closing(sqlite3.connect(path)) as conn:
         assert conn.execute("SELECT title FROM conversations").fetchone()[0] == "untitled"
 
@@ -555,8 +641,8 @@ async def test_a_failing_migration_is_rolled_back_entirely(tmp_path: Path) -> No
         assert not store.persistent
         assert store.problem is not None
         assert "will not persist" in store.problem
-    # Nothing of v2 stayed, not even its first statement: one transaction for all of it.
-    assert user_version(path) == 1
+    # Nothing of it stayed, not even its first statement: one transaction for all of it.
+    assert user_version(path) == SCHEMA_VERSION
     with contextlib.closing(sqlite3.connect(path)) as conn:
         tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
         assert "extra" not in tables
@@ -635,7 +721,7 @@ async def test_an_unusable_path_falls_back_to_memory(tmp_path: Path, make: Any, 
         # Still a working store, for this session.
         conversation = await store.conversation_for("a.ipynb")
         await store.start_run(conversation.id, "r1", "p", {}, None, "panel")
-        await store.record_event("r1", ev("r1", 1, "message", role="assistant", text="hi"))
+        await record(store, "r1", ev("r1", 1, "message", role="assistant", text="hi"))
         assert [m.text for m in await store.messages(conversation.id)] == ["hi"]
     if before is not None:
         assert path.read_bytes() == before
@@ -683,8 +769,9 @@ async def test_calls_need_an_open_store(tmp_path: Path) -> None:
     await store.close()
     with pytest.raises(RuntimeError, match="open"):
         await store.messages("x")
-    # A late event from a run that outlived the store is dropped quietly, not raised.
-    await store.record_event("r1", ev("r1", 1, "state", state="done", reason=""))
+    # A late event from a run that outlived the store is refused (the manager logs it).
+    with pytest.raises(RuntimeError, match="open"):
+        await record(store, "r1", ev("r1", 1, "state", state="done", reason=""))
     await store.close()  # twice is fine
 
 
@@ -696,22 +783,23 @@ async def test_concurrent_calls_use_one_thread_and_keep_their_order(
     store: ConversationStore,
 ) -> None:
     conversation = await start(store, "a.ipynb", "r1")
-    events = [ev("r1", seq, "execution_started", cell_id="c1", attempt=1) for seq in range(1, 201)]
+    stored_events = [
+        ev("r1", seq, "execution_started", cell_id="c1", attempt=1) for seq in range(1, 201)
+    ]
 
     async def chat(number: int) -> None:
         await store.add_message(conversation.id, "notice", f"n{number}")
 
-    # Fired without awaiting, as a synchronous event callback would, then many coroutines.
-    pending = [store.record_event("r1", event) for event in events]
+    # Many writers at once, one event each, interleaved with others.
     await asyncio.gather(
-        *pending, *(chat(number) for number in range(50)), store.runs(conversation.id)
+        *(record(store, "r1", event) for event in stored_events),
+        *(chat(number) for number in range(50)),
+        store.runs(conversation.id),
     )
 
-    stored = await store.events("r1")
+    stored = await events(store, "r1")
     assert [e["seq"] for e in stored] == list(range(1, 201))
     assert len(await store.messages(conversation.id, limit=None)) == 50
-    assert len(store.threads_used) == 1
-    assert threading.get_ident() not in store.threads_used
 
 
 @pytest.mark.asyncio
@@ -744,4 +832,3 @@ async def test_a_slow_write_does_not_block_the_event_loop(tmp_path: Path) -> Non
             await ticking
         assert message.text == "late"
         assert [m.text for m in await store.messages(conversation.id)] == ["late"]
-        assert threading.get_ident() not in store.threads_used

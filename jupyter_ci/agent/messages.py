@@ -25,13 +25,24 @@ RESERVED_TOKENS = 1200
 MIN_VIEW_TOKENS = 200
 
 
-def text_of(content: Any) -> str:
-    """The text of a message's content (a string, or a list of parts)."""
+def text_of(content: Any, *, placeholders: bool = False) -> str:
+    """The text of a message's content (a string, or a list of parts, joined by newlines).
+
+    With ``placeholders`` a part that is not text (an image) shows as ``[its type]``.
+    """
     if isinstance(content, str):
         return content
-    if isinstance(content, list):
-        return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
-    return ""
+    if not isinstance(content, list):
+        return ""
+    texts = []
+    for part in content:
+        if not isinstance(part, dict):
+            continue
+        if part.get("type", "text") == "text":
+            texts.append(str(part.get("text", "")))
+        elif placeholders:
+            texts.append(f"[{part.get('type', 'part')}]")
+    return "\n".join(texts)
 
 
 @dataclass

@@ -20,7 +20,7 @@ from .expectations import HandoffExpectations
 from .handlers import ConversationHandler, ExportHandler, StatusHandler
 from .hub import Hub
 from .keys import PROVIDER_KEY_VARIABLES, KeyRing
-from .runs import RunManager
+from .runs import RunManager, abandoned_run_finished
 from .store import ConversationStore
 from .ws import RunSocketHandler
 
@@ -127,7 +127,7 @@ class JupyterCIServer(ExtensionApp):
     async def _start(self) -> None:
         await self.store.open()
         try:
-            abandoned = await self.store.abandon_unfinished_runs("stopped", "server_shutdown")
+            abandoned = await self.store.abandon_unfinished_runs(abandoned_run_finished)
         except Exception:
             abandoned = []
             self.log.warning("jupyter-ci: could not close the runs of an earlier server")

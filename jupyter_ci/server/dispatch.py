@@ -140,7 +140,9 @@ class Dispatcher:
                 preview = await self.manager.preview(client_id, message)
                 self._accept(connection, message, preview=preview)
             elif kind == "replay":
-                events = self.manager.replay(str(message["run_id"]), int(message["after_seq"]))
+                events = await self.manager.replay(
+                    str(message["run_id"]), int(message["after_seq"])
+                )
                 self._accept(connection, message, run_id=str(message["run_id"]))
                 for event in events:
                     connection.send(event)

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler
 from tornado import web
+
+from .store import Conversation, ConversationStore, Message, RunRecord, UsageTotals
 
 if TYPE_CHECKING:
     from .app import JupyterCIServer
@@ -52,7 +57,8 @@ class ConversationHandler(BaseHandler):
     """``/jupyter-ci/conversation?path=NOTEBOOK``: a notebook's conversation for the chat panel.
 
     ``GET`` returns its messages (oldest first), the stored events of its latest runs (so the
-    panel shows their steps and usage again after a reload) and the tokens and cost of its runs;
+    panel shows their steps, cells and usage again after a reload) and the tokens and cost of its
+    runs; reading makes nothing (a notebook without a conversation reads as an empty one).
     ``DELETE`` clears it (the panel asks the user first). Conversations follow notebook renames.
     """
 
@@ -68,16 +74,16 @@ class ConversationHandler(BaseHandler):
         """The conversation's messages, its latest runs' events and its usage."""
         await self.ci_app.ensure_started()
         store = self.ci_app.store
-        conversation = await store.conversation_for(self._path())
-        messages = await store.messages(conversation.id, limit=None)
-        totals = await store.usage_totals(conversation.id)
+        path = self._path()
+        conversation = await store.find_conversation(path)
+        messages, _, totals = await _stored(store, conversation, with_runs=False)
         run_ids = list(dict.fromkeys(m.run_id for m in messages if m.run_id))[-HISTORY_RUNS:]
         events = await store.events_of(run_ids)
         runs = [{"run_id": run_id, "events": events[run_id]} for run_id in run_ids]
         self.write_json(
             {
-                "conversation_id": conversation.id,
-                "path": conversation.path,
+                "conversation_id": conversation.id if conversation is not None else None,
+                "path": conversation.path if conversation is not None else path,
                 "messages": [
                     {
                         "role": message.role,
@@ -104,8 +110,9 @@ class ConversationHandler(BaseHandler):
         """Clear the conversation (its messages and run records)."""
         await self.ci_app.ensure_started()
         store = self.ci_app.store
-        conversation = await store.conversation_for(self._path())
-        await store.clear(conversation.id)
+        conversation = await store.find_conversation(self._path())
+        if conversation is not None:
+            await store.clear(conversation.id)
         self.set_status(204)
         self.finish()
 
@@ -122,29 +129,84 @@ class ExportHandler(BaseHandler):
             raise web.HTTPError(400, "Give the notebook's path as ?path=...")
         await self.ci_app.ensure_started()
         store = self.ci_app.store
-        conversation = await store.conversation_for(path)
-        messages = await store.messages(conversation.id, limit=None)
-        totals = await store.usage_totals(conversation.id)
+        conversation = await store.find_conversation(path)
+        messages, runs, totals = await _stored(store, conversation, with_runs=True)
         name = path.rsplit("/", 1)[-1].rsplit(".", 1)[0] or "conversation"
-        self.set_header("Content-Disposition", f'attachment; filename="{name}-jupyter-ci.md"')
+        self.set_header("Content-Disposition", attachment(f"{name}-jupyter-ci.md"))
         self.finish(
-            export_markdown(conversation.path, messages, totals),
+            export_markdown(conversation.path if conversation else path, messages, runs, totals),
             set_content_type="text/markdown; charset=utf-8",
         )
 
 
-def export_markdown(path: str, messages: Any, totals: Any) -> str:
-    """A conversation as Markdown: who said what, in order, and what it cost."""
+async def _stored(
+    store: ConversationStore, conversation: Conversation | None, *, with_runs: bool
+) -> tuple[list[Message], list[RunRecord], UsageTotals]:
+    """A conversation's messages, run records (``with_runs``) and usage (empty for none)."""
+    if conversation is None:
+        return [], [], UsageTotals(0, 0, 0.0, 0)
+    messages = await store.messages(conversation.id, limit=None)
+    runs = await store.runs(conversation.id) if with_runs else []
+    return messages, runs, await store.usage_totals(conversation.id)
+
+
+def attachment(filename: str) -> str:
+    """A Content-Disposition header offering ``filename`` as a download, whatever its characters.
+
+    An ASCII ``filename`` for old clients (anything else, quotes, backslashes and control
+    characters made ``_``) and the exact name as ``filename*`` (RFC 6266, UTF-8, percent-encoded).
+    """
+    fallback = "".join(c if " " <= c < "\x7f" and c not in '"\\' else "_" for c in filename)
+    return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quote(filename, safe='')}"
+
+
+#: Lines of a cell's output digest the export shows.
+EXPORT_DIGEST_LINES = 12
+
+
+def export_markdown(
+    path: str, messages: Sequence[Message], runs: Sequence[RunRecord], totals: UsageTotals
+) -> str:
+    """A conversation as Markdown: each request, the final code of the cells its run generated
+    or fixed with a short digest of their outputs and its status line, then the answer, in order;
+    and what it all cost."""
     names = {"user": "You", "assistant": "jupyter-ci", "notice": "Note"}
+    records = {run.run_id: run for run in runs}
+    shown: set[str] = set()
     lines = [f"# jupyter-ci conversation: {path}", ""]
     for message in messages:
-        lines.append(f"**{names.get(message.role, message.role)}:**")
-        lines.append("")
-        lines.append(message.text)
-        lines.append("")
+        lines += [f"**{names.get(message.role, message.role)}:**", "", message.text, ""]
+        run = records.get(message.run_id or "")
+        if run is not None and run.run_id not in shown:
+            shown.add(run.run_id)  # the run's work follows its request
+            lines += _run_markdown(run)
     cost = "unknown" if totals.cost is None else f"${totals.cost:.4f}"
     lines.append(
         f"_{totals.runs} run(s), {totals.prompt_tokens + totals.completion_tokens:,} tokens, "
         f"cost {cost}._"
     )
     return "\n".join(lines) + "\n"
+
+
+def _run_markdown(run: RunRecord) -> list[str]:
+    lines: list[str] = []
+    for cell in run.cells:
+        lines += [_fenced(cell.source, "python"), ""]
+        digest = cell.digest.strip()
+        if digest:
+            kept = digest.splitlines()
+            cut = len(kept) - EXPORT_DIGEST_LINES
+            body = "\n".join(kept[:EXPORT_DIGEST_LINES])
+            if cut > 0:
+                body += f"\n[... {cut} more line{'s' if cut != 1 else ''} ...]"
+            lines += ["Output:", "", _fenced(body, "text"), ""]
+    if run.status_line:
+        lines += [f"_{run.status_line}_", ""]
+    return lines
+
+
+def _fenced(text: str, language: str) -> str:
+    """``text`` in a code fence longer than any run of backticks inside it."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{language}\n{text.rstrip()}\n{fence}"

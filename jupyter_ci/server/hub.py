@@ -84,11 +84,6 @@ class Hub:
         """Whether the tab has a live connection."""
         return client_id in self._clients
 
-    @property
-    def client_ids(self) -> list[str]:
-        """The connected tabs."""
-        return list(self._clients)
-
     # --- sending -------------------------------------------------------------------------
 
     def send(self, client_id: str, message: dict[str, Any]) -> bool:

@@ -12,7 +12,8 @@ The manager also:
   session settings and the user's JupyterLab settings are untrusted layers: they may pick among
   configured models, never a new ``api_base``);
 - keeps every event of a run in memory for replay after a reconnect, sends it to the owner and
-  to tabs that have the notebook open, and records it (not tokens) in the conversation store;
+  to tabs that have the notebook open, and records it (not tokens) in the conversation store:
+  the run's record is what its loop emitted, and nothing else;
 - stops a run whose tab stays away longer than the grace period, or whose kernel restarts or
   shuts down, or when the server stops, recording why.
 """
@@ -29,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..agent.loop import AgentRun, ReviewDecision, RunOutcome, RunRequest
+from ..agent.messages import text_of
 from ..agent.states import RunState
 from ..errors import (
     ConfigError,
@@ -39,13 +41,13 @@ from ..errors import (
     StoppedByUser,
 )
 from ..execution.status import KernelFate
-from ..models.base import Model
+from ..models.base import Model, TokenUsage
 from ..models.scrub import scrub
 from ..settings import Settings
 from .attachments import describe_all
 from .lab.calls import CallChannel
 from .lab.workspace import LabWorkspace
-from .store import source_hash
+from .store import ConversationStore, RunRecord, source_hash
 
 log = logging.getLogger("jupyter_ci.server")
 
@@ -104,52 +106,6 @@ class Kernels(Protocol):
         ...
 
 
-class Store(Protocol):
-    """The parts of the conversation store the manager uses."""
-
-    async def conversation_for(self, notebook_path: str) -> Any:
-        """The notebook's conversation (made on first use)."""
-        ...
-
-    async def messages(self, conversation_id: str, limit: int | None = ...) -> Sequence[Any]:
-        """The conversation's messages, oldest first."""
-        ...
-
-    async def add_message(
-        self, conversation_id: str, role: str, text: str, run_id: str | None = None
-    ) -> Any:
-        """Append a message."""
-        ...
-
-    async def start_run(
-        self,
-        conversation_id: str,
-        run_id: str,
-        prompt: str,
-        options: dict[str, Any],
-        anchor_cell_id: str | None,
-        origin: str,
-    ) -> Any:
-        """Record a new run."""
-        ...
-
-    async def record_events(self, run_id: str, events: Sequence[Mapping[str, Any]]) -> Any:
-        """Record events of a run, in order, in one transaction."""
-        ...
-
-    async def set_cell_source(self, run_id: str, cell_id: str, source: str) -> Any:
-        """Record the source jupyter-ci wrote into a generated cell."""
-        ...
-
-    async def rename(self, old_path: str, new_path: str) -> Any:
-        """The notebook moved; its conversation follows."""
-        ...
-
-    async def latest_run_for_anchor(self, conversation_id: str, anchor_cell_id: str) -> Any:
-        """The newest run anchored at a ``%%ci`` cell (with its generated cells), or None."""
-        ...
-
-
 @dataclass(frozen=True)
 class StartResult:
     """What a ``start_run`` request led to: a run (and its queue position), or only a note.
@@ -182,7 +138,7 @@ class ManagedRun:
     anchor_cell_id: str | None
     settings: Settings
     agent: AgentRun
-    workspace: TrackingLabWorkspace
+    workspace: LabWorkspace
     channel: CallChannel
     conversation_id: str | None = None
     events: list[dict[str, Any]] = field(default_factory=list)
@@ -201,11 +157,6 @@ class ManagedRun:
         """Where the run is."""
         return self.agent.machine.state
 
-    @property
-    def last_seq(self) -> int:
-        """The sequence number of the latest event (0 before any)."""
-        return self.seq
-
     def info(self, position: int) -> dict[str, Any]:
         """The run's RunInfo."""
         return {
@@ -218,43 +169,8 @@ class ManagedRun:
             "prompt": self.prompt,
             "anchor_cell_id": self.anchor_cell_id,
             "position": position,
-            "last_seq": self.last_seq,
+            "last_seq": self.seq,
         }
-
-
-class TrackingLabWorkspace(LabWorkspace):
-    """A Lab workspace that remembers the source it wrote into each cell it inserted.
-
-    The run record keeps a hash of each generated cell's source: the truth about whether the
-    user edited it since (DESIGN.md §3, re-running).
-    """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.written: dict[str, str] = {}
-
-    async def insert_cell(
-        self,
-        after_id: str | None,
-        source: str = "",
-        metadata: Mapping[str, Any] | None = None,
-    ) -> str:
-        """Insert, and remember the cell's source."""
-        cell_id = await super().insert_cell(after_id, source, metadata)
-        self.written[cell_id] = source
-        return cell_id
-
-    async def append_source(self, cell_id: str, text: str) -> None:
-        """Append, and remember."""
-        await super().append_source(cell_id, text)
-        if cell_id in self.written:
-            self.written[cell_id] += text
-
-    async def replace_source(self, cell_id: str, source: str) -> None:
-        """Replace, and remember."""
-        await super().replace_source(cell_id, source)
-        if cell_id in self.written:
-            self.written[cell_id] = source
 
 
 class RunManager:
@@ -267,7 +183,7 @@ class RunManager:
         kernels: Kernels,
         resolve: SettingsResolver,
         make_model: ModelFactory,
-        store: Store | None = None,
+        store: ConversationStore | None = None,
         grace: float = 30.0,
         secrets: Callable[[], Sequence[str]] = list,
         logger: logging.Logger | None = None,
@@ -304,11 +220,6 @@ class RunManager:
     def get(self, run_id: str) -> ManagedRun | None:
         """A run held in memory (active, queued or recently finished)."""
         return self._runs.get(run_id)
-
-    def active_run(self, kernel_id: str) -> ManagedRun | None:
-        """The run active on a kernel, if any."""
-        lane = self._lanes.get(kernel_id)
-        return lane[0] if lane else None
 
     # --- requests ------------------------------------------------------------------------
 
@@ -421,30 +332,30 @@ class RunManager:
                 "That cell is not waiting for a review.",
                 hint="It may have been answered already, or the run ended.",
             )
-        assert run is not None
-        if decision == "reject":
-            # Kept in the conversation as the user's word, so the notebook's later requests know
-            # the cell was turned down (this run's model is told by the loop itself).
-            rejected = run.workspace.written.get(cell_id, "")
-            run.writes.put_nowait(
-                {
-                    "type": "_rejected",
-                    "conversation_id": run.conversation_id,
-                    "text": rejection_text(rejected),
-                }
-            )
         future.set_result(ReviewDecision(decision, source))
 
-    def replay(self, run_id: str, after_seq: int) -> list[dict[str, Any]]:
-        """The run's events after ``after_seq`` (held in memory)."""
+    async def replay(self, run_id: str, after_seq: int) -> list[dict[str, Any]]:
+        """The run's events after ``after_seq``: held in memory, else as the store has them.
+
+        A run the server no longer holds (an earlier server process ran it) is replayed from its
+        record, which says how it ended (see :func:`abandoned_run_finished`).
+        """
         run = self._runs.get(run_id)
-        if run is None:
+        if run is not None:
+            return [event for event in run.events if event["seq"] > after_seq]
+        stored: list[dict[str, Any]] = []
+        if self.store is not None:
+            try:
+                stored = (await self.store.events_of([run_id])).get(run_id, [])
+            except Exception:
+                self.log.warning("jupyter-ci: could not read run %s", run_id, exc_info=True)
+        if not stored:
             raise RunRefused(
                 "unknown_run",
-                "That run is not held by the server any more.",
-                hint="Its record is in the conversation history.",
+                "That run is not known to the server.",
+                hint="Its record may have been cleared with the conversation.",
             )
-        return [event for event in run.events if event["seq"] > after_seq]
+        return [event for event in stored if int(event.get("seq", 0)) > after_seq]
 
     def deliver(self, client_id: str, reply: Mapping[str, Any]) -> bool:
         """Hand a call reply from a tab to the run (or the re-run check) that made the call."""
@@ -585,7 +496,7 @@ class RunManager:
         channel = CallChannel(
             run_id, notebook_path, lambda message: self.publisher.send(client_id, message)
         )
-        workspace = TrackingLabWorkspace(
+        workspace = LabWorkspace(
             channel,
             interrupt_kernel=lambda: self.kernels.interrupt(kernel_id),
             kernel_alive=lambda: self.kernels.has(kernel_id),
@@ -675,7 +586,11 @@ class RunManager:
         except JupyterCIError as err:
             raise _refusal(err) from None
         shown = [
-            {"role": str(m.get("role", "")), "content": _text(m.get("content"))} for m in messages
+            {
+                "role": str(m.get("role", "")),
+                "content": text_of(m.get("content"), placeholders=True),
+            }
+            for m in messages
         ]
         tokens = sum(model.count_tokens(m["content"]) for m in shown)
         return {
@@ -746,10 +661,6 @@ class RunManager:
             lane.remove(run)
         if not lane:
             self._lanes.pop(run.kernel_id, None)
-        # The final sources of the generated cells, written after the events that inserted them
-        # (the answer itself was recorded from its message event).
-        for cell_id, source in run.workspace.written.items():
-            run.writes.put_nowait({"type": "_source", "cell_id": cell_id, "source": source})
         run.writes.put_nowait(None)
         self._finished.append(run.run_id)
         while len(self._finished) > KEPT_FINISHED_RUNS:
@@ -790,11 +701,6 @@ class RunManager:
         self.publisher.publish(run.notebook_path, run.owner, event)
         if kind != "token":
             run.writes.put_nowait(event)
-        if kind == "execution_started":
-            cell_id = str(event.get("cell_id"))
-            source = run.workspace.written.get(cell_id)
-            if source is not None:
-                run.writes.put_nowait({"type": "_source", "cell_id": cell_id, "source": source})
         if kind == "state":
             self._announce()
 
@@ -823,37 +729,10 @@ class RunManager:
                 batch.append(run.writes.get_nowait())
             ended = None in batch
             items = [item for item in batch if item is not None]
-            if self.store is not None and run.conversation_id is not None:
-                await self._write_batch(run.run_id, items)
+            if self.store is not None and run.conversation_id is not None and items:
+                await self._store_call(self.store.record_events(run.run_id, items))
             if ended:
                 return
-
-    async def _write_batch(self, run_id: str, items: list[dict[str, Any]]) -> None:
-        assert self.store is not None
-        events: list[dict[str, Any]] = []
-        for item in items:
-            if item.get("type") == "_rejected":
-                if events:
-                    await self._store_call(self.store.record_events(run_id, events))
-                    events = []
-                await self._store_call(
-                    self.store.add_message(
-                        str(item["conversation_id"]), "user", str(item["text"]), run_id=run_id
-                    )
-                )
-                continue
-            if item.get("type") != "_source":
-                events.append(item)
-                continue
-            # A cell's source comes after the events that inserted the cell.
-            if events:
-                await self._store_call(self.store.record_events(run_id, events))
-                events = []
-            await self._store_call(
-                self.store.set_cell_source(run_id, str(item["cell_id"]), str(item["source"]))
-            )
-        if events:
-            await self._store_call(self.store.record_events(run_id, events))
 
     async def _store_call(self, call: Awaitable[Any]) -> None:
         try:
@@ -865,26 +744,41 @@ class RunManager:
         self.publisher.broadcast({"notice": "runs", "runs": self.runs()})
 
 
-def rejection_text(source: str) -> str:
-    """What the conversation keeps when the user rejects a proposed cell in review mode."""
-    code = source.rstrip("\n")
-    shown = f"\n\n```python\n{code}\n```" if code else ""
-    return f"I rejected the cell you proposed, without running it.{shown}"
+def abandoned_run_finished(record: RunRecord, last_time: float | None) -> dict[str, Any]:
+    """The ``finished`` event of a run its server left unfinished (the process was killed).
 
-
-def _text(content: Any) -> str:
-    """The text of a message's content (image parts shown as a placeholder)."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if isinstance(part, Mapping) and part.get("type") == "text":
-                parts.append(str(part.get("text", "")))
-            elif isinstance(part, Mapping):
-                parts.append(f"[{part.get('type', 'part')}]")
-        return "\n".join(parts)
-    return ""
+    Recorded by the next server at startup, so the run's record, its history and a replay
+    all say that it ended, and why.
+    """
+    usage = TokenUsage()
+    if record.usage:
+        cost = record.usage.get("cost")
+        usage = TokenUsage(
+            int(record.usage.get("prompt_tokens") or 0),
+            int(record.usage.get("completion_tokens") or 0),
+            float(cost) if isinstance(cost, (int, float)) else None,
+        )
+    seconds = max(0.0, (last_time or record.created) - record.created)
+    error = ServerStopping()
+    outcome = RunOutcome(
+        record.run_id,
+        RunState.STOPPED,
+        "server_shutdown",
+        error,
+        [cell.cell_id for cell in record.cells],
+        sum(1 for cell in record.cells if cell.status is not None),
+        usage,
+        seconds,
+    )
+    return {
+        "type": "finished",
+        "state": outcome.state.value,
+        "reason": outcome.reason,
+        "error": error.to_dict(),
+        "summary": outcome.summary(),
+        "answer": "",
+        "text": outcome.status_line(),
+    }
 
 
 def _refusal(err: JupyterCIError) -> RunRefused:

@@ -269,3 +269,73 @@ async def test_a_rejected_cell_is_reported_to_the_model_in_the_next_request(
     await tab.wait_for_event(finished, again["run_id"], timeout=60)
     sent = [m["content"] for m in model_server.chat_requests[-1].body["messages"]]
     assert any("I rejected the cell you proposed" in str(content) for content in sent)
+
+
+async def test_the_export_holds_each_request_its_final_code_outputs_and_answer(
+    app: JupyterCIServer,
+    model_server: ScriptedModelServer,
+    start_kernel: KernelStarter,
+    tab_factory: TabFactory,
+    jp_fetch: Any,
+) -> None:
+    model_server.set_script(
+        [
+            Reply.code("total = 2 + undefined_name"),
+            Reply.code("total = 2 + 3\nprint(total)"),
+            Reply.text("The total is 5."),
+        ]
+    )
+    kernel_id = await start_kernel()
+    tab = tab_factory()
+    tab.open_notebook("a.ipynb", kernel_id)
+    await tab.connect()
+    reply = await tab.request(start_request("a.ipynb", kernel_id, "add two and three"))
+    end = await tab.wait_for_event(finished, reply["run_id"], timeout=60)
+    assert (end["state"], end["reason"], end["answer"]) == ("done", "answered", "The total is 5.")
+    [cell] = tab.notebooks["a.ipynb"].cells
+    assert cell["source"] == "total = 2 + 3\nprint(total)"
+
+    async def exported() -> str:
+        response = await jp_fetch(
+            "jupyter-ci", "conversation", "export", params={"path": "a.ipynb"}
+        )
+        return str(response.body.decode())
+
+    text = await exported()
+    for _ in range(100):  # the record is written off the run's path: wait for its end
+        if end["text"] in text:
+            break
+        await asyncio.sleep(0.05)
+        text = await exported()
+    request_at = text.index("**You:**\n\nadd two and three")
+    code_at = text.index("```python\ntotal = 2 + 3\nprint(total)\n```")
+    output_at = text.index("Output:\n\n```text\n")
+    answer_at = text.index("**jupyter-ci:**\n\nThe total is 5.")
+    assert request_at < code_at < output_at < answer_at
+    assert "[stdout] 5" in text[output_at:answer_at]
+    assert f"_{end['text']}_" in text  # the status line, as the loop composed it
+    assert "undefined_name" not in text  # the final code only, not the failed attempt
+
+
+async def test_export_names_any_notebook_safely_and_reading_creates_nothing(
+    app: JupyterCIServer, jp_fetch: Any
+) -> None:
+    for path, ascii_name, encoded in [
+        ("日本.ipynb", "__-jupyter-ci.md", "%E6%97%A5%E6%9C%AC-jupyter-ci.md"),
+        ('a"b.ipynb', "a_b-jupyter-ci.md", "a%22b-jupyter-ci.md"),
+        ("x\r\ny.ipynb", "x__y-jupyter-ci.md", "x%0D%0Ay-jupyter-ci.md"),
+    ]:
+        response = await jp_fetch("jupyter-ci", "conversation", "export", params={"path": path})
+        header = response.headers["Content-Disposition"]
+        assert header == (f"attachment; filename=\"{ascii_name}\"; filename*=UTF-8''{encoded}"), (
+            header
+        )
+        assert response.body.decode().startswith(f"# jupyter-ci conversation: {path}")
+        history = json.loads(
+            (await jp_fetch("jupyter-ci", "conversation", params={"path": path})).body
+        )
+        assert (history["messages"], history["runs"]) == ([], [])
+    # Reading (GET) wrote nothing: no conversation was made for any of these paths.
+    store = app.store
+    assert await store.find_conversation("日本.ipynb") is None
+    assert await store.find_conversation('a"b.ipynb') is None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -109,3 +110,60 @@ async def test_keys_stay_on_the_server_and_conversations_survive_a_restart(
     assert conversation["persistent"] is True
     assert status["persistent"] is True
     assert "api_base" not in json.dumps(status)
+
+
+async def test_a_run_of_a_killed_server_ends_in_its_record_and_its_replay(tmp_path: Path) -> None:
+    """SIGKILL mid-run, then a new server on the same database: the run is recorded stopped
+    (the server stopped), and a tab asking to replay it learns that it ended."""
+    with ScriptedModelServer([Reply.code("import time\ntime.sleep(600)")]) as model:
+        args = [
+            "--JupyterCI.model=openai/scripted",
+            f"--JupyterCI.api_base={model.base_url}",
+            f"--JupyterCI.db_path={tmp_path / 'conversations.sqlite'}",
+        ]
+        with start_lab(tmp_path, args=args) as lab:
+            kernel = await asyncio.to_thread(_api, lab, "api/kernels", "POST", {"name": "python3"})
+            tab = _tab(lab, tmp_path)
+            tab.open_notebook("a.ipynb", kernel["id"], [code_cell("x = 1", "c0")])
+            try:
+                await tab.connect()
+                started = await tab.request(start_request("a.ipynb", kernel["id"], "sleep"))
+                run_id = started["run_id"]
+                await tab.wait_for_event(
+                    lambda e: e["type"] == "execution_started", run_id, timeout=120
+                )
+                # The record is written off the run's path: once the start of the cell is in
+                # the history, the server dies without a word.
+                for _ in range(200):
+                    stored = await asyncio.to_thread(
+                        _api, lab, "jupyter-ci/conversation?path=a.ipynb"
+                    )
+                    kinds = [e["type"] for run in stored["runs"] for e in run["events"]]
+                    if "execution_started" in kinds:
+                        break
+                    await asyncio.sleep(0.05)
+                lab.process.send_signal(signal.SIGKILL)
+                lab.process.wait(timeout=30)
+            finally:
+                await tab.close()
+        with start_lab(tmp_path, args=args) as again:
+            history = await asyncio.to_thread(_api, again, "jupyter-ci/conversation?path=a.ipynb")
+            tab = _tab(again, tmp_path)
+            tab.open_notebook("a.ipynb", kernel["id"])
+            try:
+                await tab.connect()
+                replayed = await tab.request(
+                    {"request": "replay", "run_id": run_id, "after_seq": 0}
+                )
+                assert replayed["ok"] is True, replayed
+                end = await tab.wait_for_event(finished, run_id, timeout=30)
+            finally:
+                await tab.close()
+    [run] = history["runs"]
+    assert run["events"][-1]["type"] == "finished"
+    assert (run["events"][-1]["state"], run["events"][-1]["reason"]) == (
+        "stopped",
+        "server_shutdown",
+    )
+    assert (end["state"], end["reason"]) == ("stopped", "server_shutdown")
+    assert end["text"].startswith("jupyter-ci: stopped (the server stopped)")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ...errors import JupyterCIError, NotebookUnavailable
@@ -44,7 +44,6 @@ class _Pending:
     message: dict[str, Any]
     future: asyncio.Future[dict[str, Any]]
     on_progress: ProgressCallback | None = None
-    progress: list[Mapping[str, Any]] = field(default_factory=list)
 
 
 class CallChannel:
@@ -105,17 +104,11 @@ class CallChannel:
         if pending is None or pending.future.done():
             return False
         if "progress" in reply:
-            pending.progress.append(reply)
             if pending.on_progress is not None:
                 pending.on_progress(reply)
             return True
         pending.future.set_result(dict(reply))
         return True
-
-    def progress_of(self, call_id: str) -> list[Mapping[str, Any]]:
-        """The progress messages received so far for a pending call."""
-        pending = self._pending.get(call_id)
-        return list(pending.progress) if pending else []
 
     def resend(self) -> int:
         """Send every unanswered call again (after the owner reconnected); returns how many."""
