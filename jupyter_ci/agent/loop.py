@@ -16,8 +16,6 @@ run reads these events and rebuilds nothing.
 from __future__ import annotations
 
 import asyncio
-import difflib
-import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -39,12 +37,15 @@ from ..errors import (
     StoppedByUser,
 )
 from ..execution.status import CellStatus
-from ..models.base import Model, ModelReply, TokenUsage
+from ..models.base import Model, ModelReply
 from ..settings import Settings
+from .cells import RunCells
 from .digest import Digest, digest_outputs, new_nonce
-from .extract import code_from_tool_arguments, extract_code
+from .extract import extract_code
 from .messages import Conversation, text_of
-from .outcome import RunOutcome, live_line, rejection_text, usage_dict
+from .model_calls import ModelCalls, code_of
+from .outcome import RunOutcome, live_line, rejection_text
+from .packages import missing_package
 from .prompts import render
 from .states import RunState, RunStateMachine
 from .streaming import FenceStream
@@ -60,30 +61,6 @@ DIGEST_CHARS = 4000
 #: KeyboardInterrupt), at most :data:`STOP_INTERRUPTS` times in all.
 STOP_INTERRUPT_EVERY = 2.0
 STOP_INTERRUPTS = 5
-
-#: Import names whose pip package is named differently.
-PIP_NAMES = {
-    "sklearn": "scikit-learn",
-    "cv2": "opencv-python",
-    "PIL": "pillow",
-    "yaml": "pyyaml",
-    "bs4": "beautifulsoup4",
-    "skimage": "scikit-image",
-    "dateutil": "python-dateutil",
-}
-
-RUN_PYTHON_TOOL: dict[str, Any] = {
-    "type": "function",
-    "function": {
-        "name": "run_python",
-        "description": "Insert a code cell with this Python code into the notebook and run it.",
-        "parameters": {
-            "type": "object",
-            "properties": {"code": {"type": "string", "description": "The cell's code."}},
-            "required": ["code"],
-        },
-    },
-}
 
 
 @dataclass(frozen=True)
@@ -181,7 +158,6 @@ class AgentRun:
         self.run_id = run_id or uuid.uuid4().hex
         self.on_event = on_event
         self.approve = approve
-        self.use_tools = use_tools
         self.machine = RunStateMachine()
         self.nonce = new_nonce()
         self.conversation = Conversation(
@@ -193,18 +169,23 @@ class AgentRun:
             request.attachments,
             request.attached_cells,
         )
-        self.usage = TokenUsage()
-        self.cells: list[str] = []
+        self.calls = ModelCalls(
+            model,
+            self.settings,
+            self.conversation,
+            use_tools=use_tools,
+            emit=self.emit,
+            notice=self._notice,
+        )
+        self.cells = RunCells(workspace, self.run_id, request.anchor_id, self.emit)
         self.attempts = 0
         self.notices: list[str] = []
         self._seq = 0
         self._stopping = False
         self._stop_reason = "user"
         self._stop_error: JupyterCIError | None = None
-        self._model_task: asyncio.Task[ModelReply] | None = None
         self._executing = False
         self._interrupt_task: asyncio.Future[None] | None = None
-        self._cost_notice_given = False
         self._attempt: int | None = None
         self._started = time.monotonic()
 
@@ -223,8 +204,7 @@ class AgentRun:
         self._stopping = True
         self._stop_reason = reason
         self._stop_error = error
-        if self._model_task is not None and not self._model_task.done():
-            self._model_task.cancel()
+        self.calls.cancel()
         if self._executing:
             self._interrupt_task = asyncio.ensure_future(self._interrupt_until_stopped())
 
@@ -373,8 +353,8 @@ class AgentRun:
         messages.append({"role": "assistant", "content": reply.text or fixed or ""})
         if fixed is None:
             raise BadCodeBlock("The model answered without a fix for the cell.", reply.text)
-        self.cells.append(cell_id)
-        await self._rewrite(cell_id, target.source, fixed, attempt=1, cause="fix")
+        self.cells.adopt(cell_id)
+        await self.cells.rewrite(cell_id, target.source, fixed, 1, cause="fix")
         if self.settings.mode != "insert":
             await self._run_until_fixed(cell_id, fixed, messages)
         return _prose(reply.text)
@@ -399,7 +379,7 @@ class AgentRun:
             execution, digest = await self._execute(cell_id, attempt)
             if execution.status is CellStatus.OK:
                 return execution, digest
-            missing = _missing_package(execution)
+            missing = missing_package(execution)
             if missing is not None:
                 await self._propose_pip(missing, cell_id)
             if attempt >= self.settings.max_attempts:
@@ -426,7 +406,7 @@ class AgentRun:
                     "The model answered without a fix for the failing cell.", reply.text
                 )
             attempt += 1
-            await self._rewrite(cell_id, source, fixed, attempt, cause="fix")
+            await self.cells.rewrite(cell_id, source, fixed, attempt, cause="fix")
             source = fixed
 
     async def _execute(self, cell_id: str, attempt: int) -> tuple[Execution, Digest]:
@@ -500,24 +480,9 @@ class AgentRun:
             self.emit("message", role="user", text=rejection_text(source))
             raise _Rejected()
         if decision.source is not None and decision.source != source:
-            await self._rewrite(cell_id, source, decision.source, attempt, cause="edited")
+            await self.cells.rewrite(cell_id, source, decision.source, attempt, cause="edited")
             return decision.source
         return source
-
-    async def _rewrite(
-        self, cell_id: str, before: str, after: str, attempt: int, *, cause: str
-    ) -> None:
-        """The cell's code is now ``after``: write it if it changed, and say so with the diff.
-
-        ``cause`` is why (see the protocol's CellUpdatedEvent): the streamed code complete, a
-        fix, the user's edit, the model's other proposal.
-        """
-        if after != before:
-            await self.workspace.replace_source(cell_id, after)
-        diff = _diff(before, after) if after != before else ""
-        self.emit(
-            "cell_updated", cell_id=cell_id, source=after, diff=diff, attempt=attempt, cause=cause
-        )
 
     def _answered(self, reply: ModelReply, reason: str) -> _Finish:
         """The end of the run with the model's prose as its answer (sent as a message)."""
@@ -548,7 +513,7 @@ class AgentRun:
         messages.append({"role": "assistant", "content": reply.text or code or ""})
         if code is None:
             raise self._answered(reply, "rejected")
-        await self._rewrite(cell_id, rejected, code, attempt, cause="reproposed")
+        await self.cells.rewrite(cell_id, rejected, code, attempt, cause="reproposed")
         return code
 
     async def _propose_pip(self, package: str, failing_cell: str) -> None:
@@ -557,9 +522,8 @@ class AgentRun:
         index = ids.index(failing_cell) if failing_cell in ids else len(ids)
         before = ids[index - 1] if index > 0 else None
         source = f"%pip install {package}"
-        pip_cell = await self.workspace.insert_cell(before, source, self._metadata(0))
-        self.cells.append(pip_cell)
-        self.emit("cell_inserted", cell_id=pip_cell, after_id=before, source=source, step=1)
+        # Not a step of the request: its metadata says step 0.
+        pip_cell = await self.cells.insert(before, source, 1, metadata_step=0)
         if not self.settings.allow_pip_install:
             raise _Finish(
                 RunState.FAILED,
@@ -613,7 +577,7 @@ class AgentRun:
                     text = "".join(pending)
                     pending.clear()
                     if cell_id is None:
-                        cell_id = await self._insert(stream_after_id, "", len(self.cells) + 1)
+                        cell_id = await self._insert(stream_after_id, "", len(self.cells.ids) + 1)
                     await self.workspace.append_source(cell_id, text)
                 if done and not pending:
                     return
@@ -621,7 +585,7 @@ class AgentRun:
         stream_after_id = stream_after if isinstance(stream_after, str) else None
         pump_task = asyncio.ensure_future(pump()) if streaming else None
         try:
-            reply = await self._call_model(messages, on_text)
+            reply = await self.calls.call(messages, on_text)
         finally:
             done = True
             wake.set()
@@ -633,92 +597,20 @@ class AgentRun:
             tail = fence.finish()
             if tail and cell_id is not None:
                 await self.workspace.append_source(cell_id, tail)
-        code = self._code_of(reply)
+        code = code_of(reply)
         if cell_id is not None:
             streamed = fence.code
             final = code if code is not None else streamed
-            await self._rewrite(cell_id, streamed, final, attempt=1, cause="streamed")
+            await self.cells.rewrite(cell_id, streamed, final, 1, cause="streamed")
             code = final
         return reply, code, cell_id
-
-    def _code_of(self, reply: ModelReply) -> str | None:
-        for call in reply.tool_calls:
-            if call.name == "run_python":
-                return code_from_tool_arguments(call.arguments)
-        extraction = extract_code(reply.text)
-        return extraction.code
-
-    async def _call_model(self, messages: list[dict[str, Any]], on_text: Any) -> ModelReply:
-        self._check_budget(messages)
-        tools = [RUN_PYTHON_TOOL] if self.use_tools else None
-        self._model_task = asyncio.ensure_future(
-            self.model.complete(messages, tools=tools, on_text=on_text)
-        )
-        try:
-            reply = await self._model_task
-        except ModelError as err:
-            if err.kind != "context_overflow" or len(messages) < 2:
-                raise
-            self._notice("The prompt was too long for the model; retrying with a smaller one.")
-            self.conversation.shrink(messages)
-            self._model_task = asyncio.ensure_future(
-                self.model.complete(messages, tools=tools, on_text=on_text)
-            )
-            reply = await self._model_task
-        finally:
-            self._model_task = None
-        self.usage = self.usage + reply.usage
-        self.emit("usage", usage=usage_dict(self.usage))
-        self._check_budget_after()
-        return reply
-
-    def _check_budget(self, messages: list[dict[str, Any]]) -> None:
-        cap = self.settings.max_tokens_per_run
-        if cap:
-            prompt = self.conversation.prompt_tokens(messages)
-            if self.usage.total_tokens + prompt > cap:
-                raise BudgetExceeded("max_tokens_per_run", self.usage.total_tokens + prompt, cap)
-        self._check_cost()
-
-    def _check_budget_after(self) -> None:
-        cap = self.settings.max_tokens_per_run
-        if cap and self.usage.total_tokens > cap:
-            raise BudgetExceeded("max_tokens_per_run", self.usage.total_tokens, cap)
-        self._check_cost()
-
-    def _check_cost(self) -> None:
-        cap = self.settings.max_cost_per_run
-        if not cap:
-            return
-        if self.usage.cost is None:
-            if not self._cost_notice_given:
-                self._cost_notice_given = True
-                self._notice(
-                    f"The price of {self.model.name} is unknown, so the cost cap cannot be "
-                    "enforced; the token cap (max_tokens_per_run) applies."
-                )
-            return
-        if self.usage.cost > cap:
-            raise BudgetExceeded("max_cost_per_run", round(self.usage.cost, 6), cap)
 
     # --- helpers ------------------------------------------------------------------------------
 
     async def _insert(self, after_id: str | None, source: str, step: int) -> str:
         if self._stopping:
             raise StoppedByUser()
-        cell_id = await self.workspace.insert_cell(after_id, source, self._metadata(step))
-        self.cells.append(cell_id)
-        self.emit("cell_inserted", cell_id=cell_id, after_id=after_id, source=source, step=step)
-        return cell_id
-
-    def _metadata(self, step: int) -> dict[str, Any]:
-        return {
-            "jupyter_ci": {
-                "run_id": self.run_id,
-                "origin_cell_id": self.request.anchor_id,
-                "step": step,
-            }
-        }
+        return await self.cells.insert(after_id, source, step)
 
     def _end_stopped(self, answer: str, error: JupyterCIError | None = None) -> RunOutcome:
         """End as asked: stopped, with the reason and error :meth:`stop` was given."""
@@ -737,9 +629,9 @@ class AgentRun:
             state,
             reason,
             error,
-            list(self.cells),
+            list(self.cells.ids),
             self.attempts,
-            self.usage,
+            self.calls.usage,
             time.monotonic() - self._started,
             answer,
             list(self.notices),
@@ -762,27 +654,6 @@ class AgentRun:
 def _prose(text: str) -> str:
     """The prose of a reply around its code (the model's explanation of a fix)."""
     return extract_code(text).prose.strip() if text else ""
-
-
-def _diff(before: str, after: str) -> str:
-    lines = difflib.unified_diff(
-        before.splitlines(), after.splitlines(), "before", "after", lineterm=""
-    )
-    return "\n".join(lines)
-
-
-_MISSING = re.compile(r"No module named '([A-Za-z0-9_]+)")
-
-
-def _missing_package(execution: Execution) -> str | None:
-    error = execution.error
-    if error is None or error.get("ename") != "ModuleNotFoundError":
-        return None
-    match = _MISSING.search(str(error.get("evalue", "")))
-    if match is None:
-        return None
-    name = match.group(1)
-    return PIP_NAMES.get(name, name)
 
 
 __all__ = [

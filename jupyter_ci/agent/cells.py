@@ -1,0 +1,77 @@
+"""The cells a run writes, and the event that says each change.
+
+Every insert and every change of a cell's code goes through :class:`RunCells`, which acts on the
+workspace and emits the fact (``cell_inserted``, ``cell_updated`` with its cause and diff): what
+the run record keeps is what happened to the notebook.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable
+from typing import Any
+
+from .workspace import Workspace
+
+
+def unified_diff(before: str, after: str) -> str:
+    """The change from ``before`` to ``after`` as a unified diff ('' when they are the same)."""
+    if before == after:
+        return ""
+    lines = difflib.unified_diff(
+        before.splitlines(), after.splitlines(), "before", "after", lineterm=""
+    )
+    return "\n".join(lines)
+
+
+class RunCells:
+    """The cells one run inserted or changed, in that order (``ids``)."""
+
+    def __init__(
+        self,
+        workspace: Workspace,
+        run_id: str,
+        anchor_id: str | None,
+        emit: Callable[..., None],
+    ) -> None:
+        self.workspace = workspace
+        self.run_id = run_id
+        self.anchor_id = anchor_id
+        self._emit = emit
+        self.ids: list[str] = []
+
+    def metadata(self, step: int) -> dict[str, Any]:
+        """The ``jupyter_ci`` metadata of a cell the run generates (a hint, not the record)."""
+        return {
+            "jupyter_ci": {"run_id": self.run_id, "origin_cell_id": self.anchor_id, "step": step}
+        }
+
+    async def insert(
+        self, after_id: str | None, source: str, step: int, *, metadata_step: int | None = None
+    ) -> str:
+        """Insert a generated cell after ``after_id`` and announce it; returns its id."""
+        metadata = self.metadata(step if metadata_step is None else metadata_step)
+        cell_id = await self.workspace.insert_cell(after_id, source, metadata)
+        self.ids.append(cell_id)
+        self._emit("cell_inserted", cell_id=cell_id, after_id=after_id, source=source, step=step)
+        return cell_id
+
+    def adopt(self, cell_id: str) -> None:
+        """Count a cell the run changes without having inserted it (the user's, to fix)."""
+        if cell_id not in self.ids:
+            self.ids.append(cell_id)
+
+    async def rewrite(
+        self, cell_id: str, before: str, after: str, attempt: int, *, cause: str
+    ) -> None:
+        """The cell's code is now ``after``: write it if it changed, and say so with the diff.
+
+        ``cause`` is why (the protocol's CellUpdatedEvent): ``streamed`` (the streamed code is
+        complete), ``fix``, ``edited`` (the user's edit in review), ``reproposed``.
+        """
+        if after != before:
+            await self.workspace.replace_source(cell_id, after)
+        diff = unified_diff(before, after)
+        self._emit(
+            "cell_updated", cell_id=cell_id, source=after, diff=diff, attempt=attempt, cause=cause
+        )

@@ -1,0 +1,124 @@
+"""The run's calls to the model: one at a time, within the run's token and cost caps.
+
+:class:`ModelCalls` sends a run's messages, retries once with a smaller prompt when the model
+says it did not fit, adds up the usage (announced after every call), enforces
+``max_tokens_per_run`` before and after each call and ``max_cost_per_run`` after it, and can be
+cancelled (Stop closes the HTTP stream). :func:`code_of` is the code a reply holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import BudgetExceeded, ModelError
+from ..models.base import Model, ModelReply, TokenUsage
+from ..settings import Settings
+from .extract import code_from_tool_arguments, extract_code
+from .messages import Conversation
+from .outcome import usage_dict
+
+#: The tool through which a model that calls tools hands over a cell's code.
+RUN_PYTHON_TOOL: dict[str, Any] = {
+    "type": "function",
+    "function": {
+        "name": "run_python",
+        "description": "Insert a code cell with this Python code into the notebook and run it.",
+        "parameters": {
+            "type": "object",
+            "properties": {"code": {"type": "string", "description": "The cell's code."}},
+            "required": ["code"],
+        },
+    },
+}
+
+
+def code_of(reply: ModelReply) -> str | None:
+    """The code a reply holds (a ``run_python`` call, else a fenced block); None for prose."""
+    for call in reply.tool_calls:
+        if call.name == "run_python":
+            return code_from_tool_arguments(call.arguments)
+    return extract_code(reply.text).code
+
+
+class ModelCalls:
+    """One run's model calls. ``emit`` sends a run event; ``notice`` says something once."""
+
+    def __init__(
+        self,
+        model: Model,
+        settings: Settings,
+        conversation: Conversation,
+        *,
+        use_tools: bool,
+        emit: Callable[..., None],
+        notice: Callable[[str], None],
+    ) -> None:
+        self.model = model
+        self.settings = settings
+        self.conversation = conversation
+        self.use_tools = use_tools
+        self._emit = emit
+        self._notice = notice
+        #: What the run's calls used so far.
+        self.usage = TokenUsage()
+        self._task: asyncio.Task[ModelReply] | None = None
+        self._cost_notice_given = False
+
+    def cancel(self) -> None:
+        """Abort the call in progress, if any (its stream is closed)."""
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+
+    async def call(self, messages: list[dict[str, Any]], on_text: Any) -> ModelReply:
+        """Send ``messages``; ``on_text`` gets the streamed text. Raises BudgetExceeded at a cap,
+        ModelError for the provider's failures, CancelledError when cancelled."""
+        self._check_tokens(messages)
+        self._check_cost()
+        tools = [RUN_PYTHON_TOOL] if self.use_tools else None
+        self._task = asyncio.ensure_future(
+            self.model.complete(messages, tools=tools, on_text=on_text)
+        )
+        try:
+            reply = await self._task
+        except ModelError as err:
+            if err.kind != "context_overflow" or len(messages) < 2:
+                raise
+            self._notice("The prompt was too long for the model; retrying with a smaller one.")
+            self.conversation.shrink(messages)
+            self._task = asyncio.ensure_future(
+                self.model.complete(messages, tools=tools, on_text=on_text)
+            )
+            reply = await self._task
+        finally:
+            self._task = None
+        self.usage = self.usage + reply.usage
+        self._emit("usage", usage=usage_dict(self.usage))
+        self._check_tokens([])
+        self._check_cost()
+        return reply
+
+    def _check_tokens(self, messages: list[dict[str, Any]]) -> None:
+        """The token cap, counting ``messages`` as the next prompt (none after a call)."""
+        cap = self.settings.max_tokens_per_run
+        if not cap:
+            return
+        needed = self.usage.total_tokens + self.conversation.prompt_tokens(messages)
+        if needed > cap:
+            raise BudgetExceeded("max_tokens_per_run", needed, cap)
+
+    def _check_cost(self) -> None:
+        cap = self.settings.max_cost_per_run
+        if not cap:
+            return
+        if self.usage.cost is None:
+            if not self._cost_notice_given:
+                self._cost_notice_given = True
+                self._notice(
+                    f"The price of {self.model.name} is unknown, so the cost cap cannot be "
+                    "enforced; the token cap (max_tokens_per_run) applies."
+                )
+            return
+        if self.usage.cost > cap:
+            raise BudgetExceeded("max_cost_per_run", round(self.usage.cost, 6), cap)
