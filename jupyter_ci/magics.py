@@ -36,7 +36,7 @@ NO_LITELLM = (
 )
 #: The text part of the handoff output (what other frontends show of it).
 HANDED_OFF = "jupyter-ci: handed to JupyterLab; the generated cells appear below this one."
-#: The one line the queue-stopping error shows (DESIGN.md §3, Run All).
+#: The one line the queue-stopping error shows (ARCHITECTURE.md, "The path of one request").
 GENERATING_BELOW = "jupyter-ci is generating below; the following cells will run when it is done."
 
 
@@ -163,7 +163,7 @@ PROGRESS_HELP = (
 
 
 def should_hand_off(parent: Mapping[str, Any] | None) -> bool:
-    """Whether ``%%ci`` hands the request to the jupyter-ci frontend that sent it (DESIGN §3).
+    """Whether ``%%ci`` hands the request to the jupyter-ci frontend that sent it.
 
     Only if the request's metadata carries a stamp (``metadata.jupyter_ci.client``, put there by
     the labextension) equal to the request header's ``session``: a stamp saved in a notebook
@@ -382,7 +382,7 @@ def hand_off(
     """Hand the request of cell ``cell_id`` to the JupyterLab tab that sent it, then stop the
     execution queue.
 
-    Outputs the handoff payload (DESIGN.md §3; the tab whose kernel session sent this request,
+    Outputs the handoff payload (ARCHITECTURE.md; the tab whose kernel session sent this request,
     or that expects it from a server-side executor, claims it, once), holds back the rest of the
     batch (:class:`HoldBatch`) and raises :class:`JupyterCIHandoff`.
     """

@@ -173,8 +173,9 @@ class LiteLLMModel:
         if tools:
             kwargs["tools"] = list(tools)
             # Without this, litellm 1.106 imports its MCP server module for any tools= call and
-            # fails unless the mcp package is installed (TOOLCHAIN.md). tests/test_models.py
-            # checks tool calls still work, so a litellm release that drops it is caught.
+            # fails unless the mcp package (not a dependency of ours) is installed.
+            # tests/test_models.py checks tool calls still work, so a litellm release that drops
+            # it is caught.
             kwargs["_skip_mcp_handler"] = True
         text_parts: list[str] = []
         calls: dict[int, dict[str, str]] = {}

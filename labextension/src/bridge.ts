@@ -30,7 +30,7 @@ type ResultFields = Omit<ICallResult, 'call_id' | 'ok'>;
 
 /**
  * The notebook bridge: answers the server's calls for the runs this tab owns
- * (DESIGN.md §2, "the browser is the hands in Lab").
+ * (ARCHITECTURE.md, "The parts": the browser is the hands in Lab).
  *
  * Notebooks are found by path and cells by id; cells are inserted and edited
  * through the notebook's shared model, outside the undo history; `run_cell`

@@ -27,7 +27,8 @@ import { makeStatus, statusLine } from './statusData';
 import { StatusOutputs } from './statusOutput';
 
 /**
- * The `%%ci` handoff, browser side (DESIGN.md §3):
+ * The `%%ci` handoff, browser side (ARCHITECTURE.md, "The path of one
+ * request"):
  *
  * - **Stamp.** Just before JupyterLab sends a `%%ci` cell to the kernel
  *   (`NotebookActions.executionScheduled`), the cell's metadata gets

@@ -1,9 +1,9 @@
 """Calls from a run to the browser tab that owns it, and their replies.
 
-The server's loop acts on the notebook through the tab (DESIGN.md §2): every call is a message with
-a ``call_id``, naming the run and the notebook; the tab answers with a ``CallResult`` or a
-``CallFailure`` carrying the same id, and for ``run_cell`` first a ``CallProgress`` when the
-kernel begins the cell.
+The server's loop acts on the notebook through the tab (ARCHITECTURE.md, "The parts"): every call
+is a message with a ``call_id``, naming the run and the notebook; the tab answers with a
+``CallResult`` or a ``CallFailure`` carrying the same id, and for ``run_cell`` first a
+``CallProgress`` when the kernel begins the cell.
 
 A channel belongs to one run. While the tab is disconnected, calls wait; when it comes back (the
 same ``client_id``), every unanswered call is sent again. The tab answers a call id it has seen
