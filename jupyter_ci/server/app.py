@@ -20,7 +20,8 @@ from .expectations import HandoffExpectations
 from .handlers import ConversationHandler, ExportHandler, StatusHandler
 from .hub import Hub
 from .keys import PROVIDER_KEY_VARIABLES, KeyRing
-from .runs import RunManager, abandoned_run_finished
+from .recording import abandoned_run_finished
+from .runs import RunManager
 from .store import ConversationStore
 from .ws import RunSocketHandler
 
@@ -133,7 +134,7 @@ class JupyterCIServer(ExtensionApp):
             self.log.warning("jupyter-ci: could not close the runs of an earlier server")
         if abandoned:
             self.log.info("jupyter-ci: %d run(s) of an earlier server marked ended", len(abandoned))
-        self.manager.store = self.store
+        self.manager.recorder.store = self.store
         logger = getattr(self.serverapp, "event_logger", None)
         if logger is not None:
             logger.add_listener(schema_id=KERNEL_ACTIONS, listener=self._on_kernel_action)

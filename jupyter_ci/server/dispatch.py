@@ -18,7 +18,8 @@ from .. import protocol
 from .._version import __version__
 from .expectations import HandoffExpectations
 from .hub import Connection, Hub
-from .runs import RunManager, RunRefused
+from .run_types import RunRefused
+from .runs import RunManager
 
 log = logging.getLogger("jupyter_ci.server")
 

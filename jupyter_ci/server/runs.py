@@ -21,16 +21,14 @@ The manager also:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from ..agent.loop import AgentRun, ReviewDecision, RunOutcome, RunRequest
-from ..agent.messages import text_of
 from ..agent.states import RunState
 from ..errors import (
     ConfigError,
@@ -41,88 +39,23 @@ from ..errors import (
     StoppedByUser,
 )
 from ..execution.status import KernelFate
-from ..models.base import Model, TokenUsage
+from ..models.base import Model
 from ..models.scrub import scrub
 from ..settings import Settings
 from .attachments import describe_all
 from .lab.calls import CallChannel
 from .lab.workspace import LabWorkspace
-from .store import ConversationStore, RunRecord, source_hash
+from .probes import Probes, preview, previous_cells
+from .recording import RunRecorder
+from .run_types import Kernels, ModelFactory, Publisher, RunRefused, SettingsResolver, StartResult
+from .store import ConversationStore
 
 log = logging.getLogger("jupyter_ci.server")
 
-#: Earlier messages of the notebook's conversation given to the model with a new request.
-HISTORY_MESSAGES = 12
 #: Events (other than tokens) kept in memory per run for replay.
 MAX_KEPT_EVENTS = 20_000
 #: Finished runs kept in memory for replay.
 KEPT_FINISHED_RUNS = 50
-
-
-class RunRefused(JupyterCIError):
-    """A client request the manager refuses; ``run_id`` names the run in the way, if any."""
-
-    def __init__(
-        self, code: str, message: str, *, hint: str = "", run_id: str | None = None
-    ) -> None:
-        super().__init__(message, hint=hint)
-        self.refusal_code = code
-        self.run_id = run_id
-
-    def to_dict(self) -> dict[str, Any]:
-        """The ErrorInfo of the refusal."""
-        return {"code": self.refusal_code, "message": self.message, "hint": self.hint}
-
-
-class Publisher(Protocol):
-    """Where the manager's messages go (the :class:`~jupyter_ci.server.hub.Hub`)."""
-
-    def send(self, client_id: str, message: dict[str, Any]) -> bool:
-        """Send to one tab; False if it is not connected."""
-        ...
-
-    def publish(self, notebook_path: str, owner: str, message: dict[str, Any]) -> None:
-        """Send a run event to its owner and the tabs with its notebook open."""
-        ...
-
-    def broadcast(self, message: dict[str, Any]) -> None:
-        """Send to every tab."""
-        ...
-
-    def is_connected(self, client_id: str) -> bool:
-        """Whether the tab is connected now."""
-        ...
-
-
-class Kernels(Protocol):
-    """What the manager needs of the server's kernels."""
-
-    def has(self, kernel_id: str) -> bool:
-        """Whether the server runs this kernel."""
-        ...
-
-    async def interrupt(self, kernel_id: str) -> None:
-        """Interrupt the kernel (as its interrupt button does)."""
-        ...
-
-
-@dataclass(frozen=True)
-class StartResult:
-    """What a ``start_run`` request led to: a run (and its queue position), or only a note.
-
-    ``run_id`` is None when no run was needed: a ``%%ci`` whose generated cells are still in the
-    notebook is not sent to the model again.
-    """
-
-    run_id: str | None
-    position: int = 0
-    note: str = ""
-
-
-#: Makes the model of a run from its settings (the server's key goes in here, never out).
-ModelFactory = Callable[[Settings], Model]
-#: Resolves a request's settings over the server's (raises ConfigError when not allowed).
-SettingsResolver = Callable[[Mapping[str, Any]], Settings]
 
 
 @dataclass
@@ -193,7 +126,8 @@ class RunManager:
         self.kernels = kernels
         self.resolve = resolve
         self.make_model = make_model
-        self.store = store
+        #: The conversation store's side of the runs (its ``store`` is set once opened).
+        self.recorder = RunRecorder(store, logger or log)
         self.grace = grace
         self.secrets = secrets
         self.log = logger or log
@@ -204,8 +138,8 @@ class RunManager:
         self._finished: list[str] = []
         #: Handoff nonces accepted: the tab that claimed each, and what its request led to.
         self._nonces: dict[str, tuple[str, asyncio.Future[StartResult]]] = {}
-        #: Channels of re-run checks in progress, by their id: (owner, channel).
-        self._probes: dict[str, tuple[str, CallChannel]] = {}
+        #: Reads of tabs' notebooks outside any run (previews, re-run checks).
+        self.probes = Probes(publisher.send)
         self._closing = False
 
     # --- queries -------------------------------------------------------------------------
@@ -294,8 +228,13 @@ class RunManager:
         note = ""
         anchor = request.get("anchor_cell_id")
         if origin == "magic" and isinstance(anchor, str) and anchor:
-            generate, note = await self._previous_cells(
-                client_id, notebook_path, anchor, bool(request.get("regenerate"))
+            generate, note = await previous_cells(
+                self.probes,
+                self.recorder,
+                client_id,
+                notebook_path,
+                anchor,
+                bool(request.get("regenerate")),
             )
             if not generate:
                 return StartResult(None, note=note)
@@ -343,12 +282,7 @@ class RunManager:
         run = self._runs.get(run_id)
         if run is not None:
             return [event for event in run.events if event["seq"] > after_seq]
-        stored: list[dict[str, Any]] = []
-        if self.store is not None:
-            try:
-                stored = (await self.store.events_of([run_id])).get(run_id, [])
-            except Exception:
-                self.log.warning("jupyter-ci: could not read run %s", run_id, exc_info=True)
+        stored = await self.recorder.stored_events(run_id)
         if not stored:
             raise RunRefused(
                 "unknown_run",
@@ -362,55 +296,7 @@ class RunManager:
         for run in self._runs.values():
             if run.owner == client_id and run.channel.deliver(reply):
                 return True
-        return any(
-            owner == client_id and channel.deliver(reply)
-            for owner, channel in list(self._probes.values())
-        )
-
-    async def _previous_cells(
-        self, client_id: str, notebook_path: str, anchor: str, regenerate: bool
-    ) -> tuple[bool, str]:
-        """Whether to generate for a ``%%ci`` cell again, and a note for the user.
-
-        What the anchor's last run left in the notebook decides. The run record (cell ids and
-        source hashes) is the truth; cell metadata is only a hint (copy and paste duplicates
-        it, and a pasted copy has a new id: it is the user's).
-        """
-        if self.store is None:
-            return True, ""
-        try:
-            conversation = await self.store.conversation_for(notebook_path)
-            record = await self.store.latest_run_for_anchor(conversation.id, anchor)
-        except Exception:
-            self.log.warning("jupyter-ci: could not read the run record", exc_info=True)
-            return True, ""
-        if record is None or not record.cells:
-            return True, ""
-        try:
-            with self._probe(client_id, notebook_path) as workspace:
-                sources = {cell.id: cell.source for cell in await workspace.read_cells()}
-                present = [cell for cell in record.cells if cell.cell_id in sources]
-                if not present:
-                    return True, ""
-                if not regenerate:
-                    count = len(present)
-                    return False, (
-                        f"The {count} cell{'s' if count != 1 else ''} this %%ci generated "
-                        f"{'are' if count != 1 else 'is'} still below it: not asking the model "
-                        "again. Use %%ci --regenerate to replace them (cells you edited are "
-                        "kept)."
-                    )
-                unedited = [c for c in present if source_hash(sources[c.cell_id]) == c.source_hash]
-                for cell in unedited:
-                    await workspace.delete_cell(cell.cell_id)
-        except JupyterCIError as err:
-            raise RunRefused(
-                "notebook_unavailable", f"Could not read the notebook: {err.message}"
-            ) from None
-        kept = len(present) - len(unedited)
-        note = f"Replaced {len(unedited)} generated cell{'s' if len(unedited) != 1 else ''}"
-        note += f"; kept {kept} you edited." if kept else "."
-        return True, note
+        return self.probes.deliver(client_id, reply)
 
     # --- what happens around the runs ------------------------------------------------------
 
@@ -491,7 +377,7 @@ class RunManager:
         kernel_id = str(request["kernel_id"])
         prompt = str(request["prompt"])
         anchor = request.get("anchor_cell_id")
-        conversation_id, history = await self._conversation(notebook_path)
+        conversation_id, history = await self.recorder.history(notebook_path)
         run_request = self._run_request(request, settings, history)
         channel = CallChannel(
             run_id, notebook_path, lambda message: self.publisher.send(client_id, message)
@@ -527,21 +413,10 @@ class RunManager:
         )
         holder.append(run)
         self._runs[run_id] = run
-        run.writer = asyncio.ensure_future(self._write_events(run))
-        if self.store is not None and conversation_id is not None:
-            await self._store_call(
-                self.store.start_run(
-                    conversation_id,
-                    run_id,
-                    prompt,
-                    settings.public_dict(),
-                    run.anchor_cell_id,
-                    origin,
-                )
-            )
-            await self._store_call(
-                self.store.add_message(conversation_id, "user", prompt, run_id=run_id)
-            )
+        run.writer = asyncio.ensure_future(self.recorder.write(run_id, conversation_id, run.writes))
+        await self.recorder.started(
+            conversation_id, run_id, prompt, settings.public_dict(), run.anchor_cell_id, origin
+        )
         return run
 
     def _run_request(
@@ -567,38 +442,15 @@ class RunManager:
         )
 
     async def preview(self, client_id: str, request: Mapping[str, Any]) -> dict[str, Any]:
-        """Exactly what a request would send to the model first, and its token count.
-
-        The notebook and the variables are read through the tab, as a run would; nothing is
-        sent to the model.
-        """
-        kernel_id = str(request["kernel_id"])
-        if not self.kernels.has(kernel_id):
+        """Exactly what a request would send to the model first (see :func:`.probes.preview`)."""
+        if not self.kernels.has(str(request["kernel_id"])):
             raise RunRefused(
                 "kernel_unavailable", "The notebook's kernel is not running on this server."
             )
         settings, model = self._settings_and_model(request)
-        _, history = await self._conversation(str(request["notebook_path"]))
-        try:
-            with self._probe(client_id, str(request["notebook_path"])) as workspace:
-                agent = AgentRun(self._run_request(request, settings, history), workspace, model)
-                messages = await agent.opening_messages()
-        except JupyterCIError as err:
-            raise _refusal(err) from None
-        shown = [
-            {
-                "role": str(m.get("role", "")),
-                "content": text_of(m.get("content"), placeholders=True),
-            }
-            for m in messages
-        ]
-        tokens = sum(model.count_tokens(m["content"]) for m in shown)
-        return {
-            "model": settings.model,
-            "messages": shown,
-            "prompt_tokens": tokens,
-            "context_tokens": settings.context_tokens,
-        }
+        _, history = await self.recorder.history(str(request["notebook_path"]))
+        run_request = self._run_request(request, settings, history)
+        return await preview(self.probes, client_id, request, run_request, settings, model)
 
     def _settings_and_model(self, request: Mapping[str, Any]) -> tuple[Settings, Model]:
         """A request's settings over the server's, and the model they name (or a refusal)."""
@@ -608,37 +460,7 @@ class RunManager:
                 raise ConfigError.no_model()
             return settings, self.make_model(settings)
         except JupyterCIError as err:
-            raise _refusal(err) from None
-
-    @contextlib.contextmanager
-    def _probe(self, client_id: str, notebook_path: str) -> Iterator[LabWorkspace]:
-        """A workspace over the tab's notebook outside any run (re-run checks, previews)."""
-        probe_id = f"probe-{uuid.uuid4().hex}"
-        channel = CallChannel(
-            probe_id, notebook_path, lambda message: self.publisher.send(client_id, message)
-        )
-        self._probes[probe_id] = (client_id, channel)
-        try:
-            yield LabWorkspace(channel, call_timeout=30)
-        finally:
-            channel.close()
-            self._probes.pop(probe_id, None)
-
-    async def _conversation(self, notebook_path: str) -> tuple[str | None, list[dict[str, Any]]]:
-        if self.store is None:
-            return None, []
-        try:
-            conversation = await self.store.conversation_for(notebook_path)
-            messages = await self.store.messages(conversation.id, limit=HISTORY_MESSAGES)
-        except Exception:  # the store says why in its own log; runs go on without history
-            self.log.warning("jupyter-ci: the conversation store failed", exc_info=True)
-            return None, []
-        history = [
-            {"role": message.role, "content": message.text}
-            for message in messages
-            if message.role in ("user", "assistant") and message.text
-        ]
-        return str(conversation.id), history
+            raise RunRefused.of(err) from None
 
     def _launch(self, run: ManagedRun) -> None:
         run.task = asyncio.ensure_future(self._run(run))
@@ -717,70 +539,5 @@ class RunManager:
             }
         return clean
 
-    async def _write_events(self, run: ManagedRun) -> None:
-        """Record the run's events in order, off the loop's hot path.
-
-        Whatever has queued up while the previous write ran is written in one transaction: a
-        fast run (or twenty at once) never waits for one disk sync per event.
-        """
-        while True:
-            batch = [await run.writes.get()]
-            while not run.writes.empty():
-                batch.append(run.writes.get_nowait())
-            ended = None in batch
-            items = [item for item in batch if item is not None]
-            if self.store is not None and run.conversation_id is not None and items:
-                await self._store_call(self.store.record_events(run.run_id, items))
-            if ended:
-                return
-
-    async def _store_call(self, call: Awaitable[Any]) -> None:
-        try:
-            await call
-        except Exception:
-            self.log.warning("jupyter-ci: the conversation store failed", exc_info=True)
-
     def _announce(self) -> None:
         self.publisher.broadcast({"notice": "runs", "runs": self.runs()})
-
-
-def abandoned_run_finished(record: RunRecord, last_time: float | None) -> dict[str, Any]:
-    """The ``finished`` event of a run its server left unfinished (the process was killed).
-
-    Recorded by the next server at startup, so the run's record, its history and a replay
-    all say that it ended, and why.
-    """
-    usage = TokenUsage()
-    if record.usage:
-        cost = record.usage.get("cost")
-        usage = TokenUsage(
-            int(record.usage.get("prompt_tokens") or 0),
-            int(record.usage.get("completion_tokens") or 0),
-            float(cost) if isinstance(cost, (int, float)) else None,
-        )
-    seconds = max(0.0, (last_time or record.created) - record.created)
-    error = ServerStopping()
-    outcome = RunOutcome(
-        record.run_id,
-        RunState.STOPPED,
-        "server_shutdown",
-        error,
-        [cell.cell_id for cell in record.cells],
-        sum(1 for cell in record.cells if cell.status is not None),
-        usage,
-        seconds,
-    )
-    return {
-        "type": "finished",
-        "state": outcome.state.value,
-        "reason": outcome.reason,
-        "error": error.to_dict(),
-        "summary": outcome.summary(),
-        "answer": "",
-        "text": outcome.status_line(),
-    }
-
-
-def _refusal(err: JupyterCIError) -> RunRefused:
-    """A refusal saying what ``err`` says, with its code."""
-    return RunRefused(str(err.to_dict()["code"]), err.message, hint=err.hint)
