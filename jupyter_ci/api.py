@@ -21,6 +21,7 @@ from .agent.loop import AgentRun, EventCallback, RunOutcome, RunRequest
 from .config import environment_values
 from .models.base import Model
 from .settings import Layer, Settings, resolve_settings
+from .workspaces.notebook_file import check_notebook_file, exclusive_run, save_run
 
 
 def resolve_api_settings(options: Mapping[str, Any] | None = None) -> Settings:
@@ -51,13 +52,21 @@ async def run_notebook_async(
     settings = settings or resolve_api_settings(options)
     chosen: Model = model or LiteLLMModel.from_settings(settings)
     notebook = Path(path)
-    async with await KernelWorkspace.open(notebook, kernel_name=kernel_name) as workspace:
-        if restore:
-            await workspace.restore()
-        run = AgentRun(RunRequest(prompt, settings), workspace, chosen, on_event=on_event)
-        outcome = await run.run()
-        if outcome.cells:
-            await workspace.save(notebook)
+    original = check_notebook_file(notebook)
+    with exclusive_run(notebook):
+        async with await KernelWorkspace.open(notebook, kernel_name=kernel_name) as workspace:
+            cells = workspace.notebook.cells
+            anchor = str(cells[-1].id) if cells else None
+            if restore:
+                await workspace.restore()
+            run = AgentRun(RunRequest(prompt, settings), workspace, chosen, on_event=on_event)
+            outcome = await run.run()
+            if outcome.cells:
+                note = await asyncio.to_thread(
+                    save_run, notebook, original, workspace.notebook, outcome.cells, anchor
+                )
+                if note:
+                    outcome.notices.append(note)
         return outcome
 
 
@@ -70,6 +79,9 @@ def run_notebook(path: str | Path, prompt: str, **kwargs: Any) -> RunOutcome:
     first; ``model`` a :class:`~jupyter_ci.models.Model` object to use instead of litellm;
     ``on_event`` receives run events; ``kernel_name`` overrides the notebook's kernel. Generated
     cells are added after the last cell; existing cells are never changed. The file is written
-    (atomically) only if cells were generated.
+    (atomically) only if cells were generated; if another program changed it meanwhile, the run's
+    cells are merged into its version (see :func:`~jupyter_ci.workspaces.notebook_file.save_run`).
+    A file that cannot be run on (not a notebook, read-only, another run on it) raises
+    :class:`~jupyter_ci.errors.BadNotebookFile` before anything runs.
     """
     return asyncio.run(run_notebook_async(path, prompt, **kwargs))

@@ -66,6 +66,8 @@ class ProgressPrinter:
         self.max_attempts = max_attempts
         self.cell_numbers: dict[str, int] = {}
         self.live = stream.isatty()
+        #: How many notices were printed (the run's own; later ones are printed by the caller).
+        self.notices = 0
         self._dots = 0
 
     def __call__(self, event: dict[str, Any]) -> None:
@@ -95,6 +97,7 @@ class ProgressPrinter:
         elif kind == "cell_updated" and event["attempt"] > 1:
             line = f"  fix received (attempt {event['attempt']}/{self.max_attempts})"
         elif kind == "message":
+            self.notices += event["role"] == "notice"
             line = ("notice: " if event["role"] == "notice" else "") + event["text"]
         elif kind == "state" and event["state"] in ("generating", "fixing"):
             line = f"{event['state']}…"
@@ -136,7 +139,7 @@ class RunApp(JupyterApp):
     def run(self) -> int:
         """Do the run; return the exit code."""
         from .api import run_notebook
-        from .errors import ConfigError
+        from .errors import BadNotebookFile, ConfigError
 
         if len(self.extra_args) != 2:
             print('usage: jupyter ci run NOTEBOOK "request" [options]', file=sys.stderr)
@@ -164,7 +167,9 @@ class RunApp(JupyterApp):
             )
         except JupyterCIError as err:
             print(f"jupyter-ci: {err}", file=sys.stderr)
-            return 2 if isinstance(err, ConfigError) else 1
+            return 2 if isinstance(err, (ConfigError, BadNotebookFile)) else 1
+        for note in outcome.notices[printer.notices :]:
+            print(f"jupyter-ci: {note}", file=sys.stderr)
         if outcome.answer:
             print(outcome.answer)
         if outcome.error is not None:

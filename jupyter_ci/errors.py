@@ -223,6 +223,17 @@ class KernelDied(Fatal):
         return {"detail": self.detail}
 
 
+class BadNotebookFile(Fatal):
+    """A notebook file the headless path cannot use (missing folder, not a notebook, read-only,
+    in use by another run); nothing was run or written."""
+
+    code = "bad_notebook"
+
+    def __init__(self, path: object, why: str, *, hint: str = "") -> None:
+        super().__init__(f"{path}: {why}", hint=hint)
+        self.path = str(path)
+
+
 class NotebookUnavailable(Fatal):
     """The notebook, or a cell the run needs, is gone: closed, deleted, or not open in the tab."""
 

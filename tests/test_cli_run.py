@@ -109,3 +109,108 @@ def test_python_api(tmp_path: Path) -> None:
     assert outcome.answer == "y is 42"
     notebook = nbformat.read(str(path), as_version=4)
     assert [cell.source for cell in notebook.cells] == ["y = 40 + 2"]
+
+
+# --- what others wrote meanwhile, and files that cannot be run on ------------------------------
+
+#: Generated code that plays "another program": it adds a cell to the notebook file and edits its
+#: first cell while the run is going (as JupyterLab's autosave or a second tool would).
+OTHER_WRITER = """\
+import nbformat
+nb = nbformat.read('shared.ipynb', as_version=4)
+nb.cells[0].source = 'numbers = [5, 5]  # edited by someone else'
+nb.cells.append(nbformat.v4.new_code_cell('added_meanwhile = True'))
+nbformat.write(nb, 'shared.ipynb')
+print('wrote')"""
+
+
+def scripted_run(path: Path, script: list[Reply], *extra: str) -> subprocess.CompletedProcess[str]:
+    with ScriptedModelServer(script) as server:
+        return ci_run(
+            str(path), "do it", "--model", "openai/scripted", "--api-base", server.base_url, *extra
+        )
+
+
+def test_cells_others_add_or_edit_during_the_run_are_kept(tmp_path: Path) -> None:
+    path = write_notebook(tmp_path / "shared.ipynb", ["numbers = [3, 1, 2]", "y = 2"])
+    result = scripted_run(path, [Reply.code(OTHER_WRITER), Reply.text("Done.")])
+    assert result.returncode == 0, result.stderr
+    assert "shared.ipynb changed during the run: the run's cells were merged in" in result.stderr
+    notebook = nbformat.read(str(path), as_version=4)
+    nbformat.validate(notebook)
+    # The other writer's edit and its new cell are there, and the run's cell went after the
+    # cell it followed (the last one when the run began), with its outputs.
+    assert [cell.source for cell in notebook.cells] == [
+        "numbers = [5, 5]  # edited by someone else",
+        "y = 2",
+        OTHER_WRITER,
+        "added_meanwhile = True",
+    ]
+    assert notebook.cells[2].outputs[0]["text"] == "wrote\n"
+    assert len({cell.id for cell in notebook.cells}) == 4
+
+
+def test_a_second_run_on_the_same_notebook_is_refused_and_the_first_keeps_its_cells(
+    tmp_path: Path,
+) -> None:
+    path = write_notebook(tmp_path / "busy.ipynb", ["x = 1"])
+    # The first run's cell starts the second run and waits for it: they overlap for sure.
+    second = (
+        "import os, subprocess, sys\n"
+        "env = {k: v for k, v in os.environ.items() if not k.startswith('JUPYTER_CI_')}\n"
+        "done = subprocess.run([sys.executable, '-m', 'jupyter', 'ci', 'run', 'busy.ipynb', 'x',"
+        " '--model', 'openai/x'], capture_output=True, text=True, env=env)\n"
+        "print('second run exit', done.returncode)\n"
+        "print(done.stderr.strip().splitlines()[-1])"
+    )
+    result = scripted_run(path, [Reply.code(second), Reply.text("Done.")])
+    assert result.returncode == 0, result.stderr
+    notebook = nbformat.read(str(path), as_version=4)
+    assert [cell.source for cell in notebook.cells] == ["x = 1", second]
+    printed = notebook.cells[1].outputs[0]["text"]
+    assert "second run exit 2" in printed
+    assert "another jupyter-ci run is working on this notebook" in printed
+
+
+def test_a_read_only_notebook_is_not_run_nor_replaced(tmp_path: Path) -> None:
+    path = write_notebook(tmp_path / "locked.ipynb", ["x = 1"])
+    before = path.read_bytes()
+    path.chmod(0o444)
+    try:
+        result = scripted_run(path, [Reply.code("y = 2"), Reply.text("Done.")])
+        assert result.returncode == 2
+        assert result.stderr.strip().splitlines()[-1] == (
+            f"jupyter-ci: {path}: is read-only; nothing was run "
+            "Make it writable (chmod u+w) to let jupyter-ci add cells to it."
+        )
+        assert "Traceback" not in result.stderr
+        assert path.read_bytes() == before
+        assert oct(path.stat().st_mode & 0o777) == oct(0o444)
+    finally:
+        path.chmod(0o644)
+
+
+def test_files_that_are_not_notebooks_get_one_clear_line(tmp_path: Path) -> None:
+    cases = {
+        "corrupt.ipynb": b'{"cells": [',
+        "list.ipynb": b"[]",
+        "empty-object.ipynb": b"{}",
+        "binary.ipynb": bytes(range(256)),
+    }
+    for name, content in cases.items():
+        path = tmp_path / name
+        path.write_bytes(content)
+        result = scripted_run(path, [Reply.code("y = 2")])
+        lines = result.stderr.strip().splitlines()
+        assert result.returncode == 2, (name, result.stderr)
+        assert "Traceback" not in result.stderr, (name, result.stderr)
+        assert lines[-1].startswith(f"jupyter-ci: {path}: is not a"), (name, lines)
+        assert path.read_bytes() == content, name
+    folder = tmp_path / "folder.ipynb"
+    folder.mkdir()
+    result = scripted_run(folder, [Reply.code("y = 2")])
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"jupyter-ci: {folder}: is a folder, not a notebook file"
+    )
+    assert "Traceback" not in result.stderr

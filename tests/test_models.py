@@ -167,6 +167,32 @@ def test_scrub_removes_keys_and_fragments() -> None:
     assert cleaned.startswith("bad key [key]")
 
 
+@pytest.mark.parametrize(
+    "quoted",
+    [
+        KEY[4:-4],  # the key with a few characters cut at each end
+        KEY[10:30],
+        KEY.upper(),
+        KEY[::-1],
+        KEY[5:25].upper()[::-1],
+    ],
+)
+def test_scrub_masks_every_piece_of_a_secret(quoted: str) -> None:
+    cleaned = scrub(f"Incorrect API key provided: {quoted}. See the docs.", [KEY])
+    assert cleaned.startswith("Incorrect API key provided: [key]")
+    assert cleaned.endswith(". See the docs.")
+    lowered = cleaned.lower()
+    for start in range(len(KEY) - 5):
+        piece = KEY[start : start + 6].lower()
+        assert piece not in lowered, piece
+        assert piece[::-1] not in lowered, piece
+
+
+def test_scrub_leaves_other_text_alone() -> None:
+    text = "KeyError: 'sepal length' in column 12; 3 of 5 runs"
+    assert scrub(text, [KEY]) == text
+
+
 def test_estimate_tokens() -> None:
     assert estimate_tokens("") == 0
     assert estimate_tokens("abcd") == 1

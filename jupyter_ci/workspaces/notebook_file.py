@@ -1,4 +1,5 @@
-"""The notebook file of the headless workspace: loading with cell ids, writing atomically.
+"""The notebook file of the headless workspace: loading with cell ids, writing atomically, and
+keeping what others wrote to it while a run worked (a lock between runs, a merge on save).
 
 Also the few nbformat constructors the workspace uses, typed (nbformat's own are not).
 """
@@ -6,13 +7,17 @@ Also the few nbformat constructors the workspace uses, typed (nbformat's own are
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import secrets
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
 import nbformat
+
+from ..errors import BadNotebookFile
 
 
 def new_cell_id() -> str:
@@ -79,3 +84,143 @@ def write_atomically(target: Path, text: str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(temp)
         raise
+
+
+# --- the file while a headless run works on it ------------------------------------------------
+
+
+def check_notebook_file(path: Path) -> bytes | None:
+    """The notebook file's bytes as they are now (None when there is no file yet), or
+    :class:`BadNotebookFile` with one sentence when it cannot be run on: a folder, unreadable,
+    not JSON, not a notebook, or read-only. Nothing is changed either way.
+    """
+    if path.is_dir():
+        raise BadNotebookFile(path, "is a folder, not a notebook file")
+    if not path.exists():
+        if not path.parent.is_dir():
+            raise BadNotebookFile(path, f"its folder {path.parent} does not exist")
+        return None
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise BadNotebookFile(path, f"cannot be read ({err.strerror or err})") from None
+    try:
+        nbformat.reads(data.decode("utf-8"), as_version=4)  # type: ignore[no-untyped-call]
+    except UnicodeDecodeError:
+        raise BadNotebookFile(path, "is not a text file (not a notebook)") from None
+    except Exception as err:  # nbformat's NotJSONError, ValidationError, KeyError, ...
+        why = str(err).splitlines()[0][:200] if str(err) else type(err).__name__
+        raise BadNotebookFile(path, f"is not a valid notebook ({why})") from None
+    if not path.stat().st_mode & 0o222:
+        raise BadNotebookFile(
+            path,
+            "is read-only; nothing was run",
+            hint="Make it writable (chmod u+w) to let jupyter-ci add cells to it.",
+        )
+    return data
+
+
+@contextlib.contextmanager
+def exclusive_run(path: Path) -> Iterator[None]:
+    """Hold the notebook's run lock (a file next to it) while the block runs.
+
+    A second run on the same notebook meanwhile is refused at once with
+    :class:`BadNotebookFile`: two runs writing one file would lose one's cells.
+    """
+    lock_path = path.with_name(f".{path.name}.jupyter-ci-lock")
+    try:
+        import fcntl
+    except ImportError:  # Windows: no advisory locks here; runs are not serialised
+        yield
+        return
+    with open(lock_path, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise BadNotebookFile(
+                path,
+                "another jupyter-ci run is working on this notebook",
+                hint="Wait for it to finish, then run again.",
+            ) from None
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+            with contextlib.suppress(OSError):
+                lock_path.unlink()
+
+
+def merge_run(
+    disk: nbformat.NotebookNode,
+    ours: nbformat.NotebookNode,
+    run_cell_ids: list[str],
+    anchor_id: str | None,
+) -> nbformat.NotebookNode:
+    """``disk`` (the file as another program left it) with the run's cells from ``ours``.
+
+    Every cell of ``disk`` is kept as it is there (added or edited meanwhile); the run's cells, in
+    their order in ``ours``, go after ``anchor_id`` (the cell they followed) or at the end when
+    that cell is gone. A run cell whose id ``disk`` already has gets a fresh id.
+    """
+    wanted = set(run_cell_ids)
+    generated = [copy.deepcopy(cell) for cell in ours.cells if cell.get("id") in wanted]
+    merged = copy.deepcopy(disk)
+    taken = {cell.get("id") for cell in merged.cells}
+    for cell in generated:
+        while cell.get("id") in taken:
+            cell["id"] = new_cell_id()
+        taken.add(cell["id"])
+    ids = [cell.get("id") for cell in merged.cells]
+    at = ids.index(anchor_id) + 1 if anchor_id in ids else len(ids)
+    merged.cells[at:at] = generated
+    return merged
+
+
+def save_run(
+    path: Path,
+    original: bytes | None,
+    ours: nbformat.NotebookNode,
+    run_cell_ids: list[str],
+    anchor_id: str | None,
+) -> str:
+    """Write the run's notebook to ``path``, keeping whatever others wrote there meanwhile.
+
+    ``original`` is the file as the run found it. Unchanged since: ``ours`` replaces it. Changed:
+    the run's cells are merged into the file's new version (:func:`merge_run`) and a note says
+    so (returned). Changed into something that is not a notebook: nothing is written over it,
+    the run's notebook goes to a new file next to it, and :class:`BadNotebookFile` says where.
+    """
+    try:
+        current: bytes | None = path.read_bytes()
+    except FileNotFoundError:
+        current = None
+    target = Path(os.path.realpath(path))
+    if current == original:
+        write_atomically(target, notebook_text(ours))
+        return ""
+    try:
+        if current is None:
+            raise ValueError("it was deleted")
+        disk = load_notebook(path)
+    except Exception as err:
+        aside = _free_name(path.with_name(f"{path.stem}.jupyter-ci{path.suffix or '.ipynb'}"))
+        write_atomically(aside, notebook_text(ours))
+        raise BadNotebookFile(
+            path,
+            f"changed during the run and cannot be read now ({err}); it was left as it is and "
+            f"the run's notebook was written to {aside}",
+        ) from None
+    write_atomically(target, notebook_text(merge_run(disk, ours, run_cell_ids, anchor_id)))
+    return (
+        f"{path.name} changed during the run: the run's cells were merged in after the cell they "
+        "follow, and the cells others added or edited were kept."
+    )
+
+
+def _free_name(path: Path) -> Path:
+    """``path``, or ``name (2).ipynb``, ``name (3).ipynb``, ... if it exists: never overwrite."""
+    candidate, number = path, 1
+    while candidate.exists():
+        number += 1
+        candidate = path.with_name(f"{path.stem} ({number}){path.suffix}")
+    return candidate
