@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import json
 import threading
+import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from .lab import Lab
 from .notebooks import command, wait_until
 
 #: The chat panel's root.
@@ -104,6 +107,18 @@ def messages(page: Any, role: str) -> list[str]:
         [PANEL, role],
     )
     return found
+
+
+def stored_conversation(lab: Lab, path: str) -> dict[str, Any]:
+    """The notebook's conversation as the server stores it (``GET /jupyter-ci/conversation``)."""
+    query = urllib.parse.urlencode({"path": path})
+    request = urllib.request.Request(
+        f"{lab.url}jupyter-ci/conversation?{query}",
+        headers={"Authorization": f"token {lab.token}"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        stored: dict[str, Any] = json.loads(response.read())
+    return stored
 
 
 def request_text(request: Any) -> str:
