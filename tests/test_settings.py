@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any
+
 import pytest
 from traitlets.config import Config
 
 from jupyter_ci.config import JupyterCI, environment_values
 from jupyter_ci.errors import ConfigError
+from jupyter_ci.options import OPTIONS_BY_NAME
 from jupyter_ci.settings import Layer, resolve_settings
+
+#: JupyterLab's settings schema of the labextension (settings.ts reads its run options from it).
+PLUGIN_SCHEMA = Path(__file__).resolve().parents[1] / "labextension" / "schema" / "plugin.json"
+#: Settings of the tab itself, not run options.
+TAB_SETTINGS = {"streamInterval"}
+#: The JSON Schema type of each option kind.
+JSON_TYPES = {str: "string", int: "integer", float: "number", bool: "boolean"}
 
 
 def server(**values: object) -> Layer:
@@ -126,3 +138,29 @@ def test_traits_and_environment_feed_the_server_layer() -> None:
 def test_bad_environment_value_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="JUPYTER_CI_TIMEOUT"):
         environment_values({"JUPYTER_CI_TIMEOUT": "soon"})
+
+
+def lab_run_options() -> dict[str, dict[str, Any]]:
+    """The run options of the settings schema (every property but the tab's own)."""
+    properties: dict[str, dict[str, Any]] = json.loads(PLUGIN_SCHEMA.read_text())["properties"]
+    return {name: spec for name, spec in properties.items() if name not in TAB_SETTINGS}
+
+
+def test_the_lab_settings_offer_options_a_request_may_set() -> None:
+    names = lab_run_options()
+    assert names, "no run options in the settings schema"
+    unknown = [name for name in names if name not in OPTIONS_BY_NAME]
+    assert unknown == [], f"plugin.json names options options.py lacks: {unknown}"
+    server_only = [name for name in names if not OPTIONS_BY_NAME[name].per_request]
+    assert server_only == [], f"plugin.json offers server-only options: {server_only}"
+
+
+@pytest.mark.parametrize("name", sorted(lab_run_options()))
+def test_a_lab_setting_agrees_with_its_option(name: str) -> None:
+    spec, option = lab_run_options()[name], OPTIONS_BY_NAME[name]
+    # Unset (null) means "not set here": the next layer's value applies.
+    assert spec["type"] == [JSON_TYPES[option.kind], "null"]
+    assert spec["default"] is None
+    assert spec.get("minimum") == option.minimum
+    choices = None if option.choices is None else [*option.choices, None]
+    assert spec.get("enum") == choices

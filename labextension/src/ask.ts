@@ -6,7 +6,7 @@ import { CIConnection, RequestRefusedError } from './connection';
 import { CommandIDs } from './constants';
 import { NotebookIndex } from './notebooks';
 import { IRunView, RunTracker } from './runs';
-import { makeStatus, statusFromRun, statusLine } from './statusData';
+import { makeStatus, statusFromRun } from './statusData';
 
 /**
  * What `jupyter-ci:ask` needs.
@@ -78,9 +78,11 @@ namespace Private {
         ? (args['options'] as Record<string, unknown>)
         : {};
     const path = panel.context.path;
-    const id = Notification.emit('jupyter-ci: starting…', 'in-progress', {
-      autoClose: false
-    });
+    const id = Notification.emit(
+      makeStatus({ state: 'starting' }).text,
+      'in-progress',
+      { autoClose: false }
+    );
     let runId: string;
     try {
       const reply = await connection.request(
@@ -101,7 +103,7 @@ namespace Private {
         const note = reply.note ?? 'nothing to do';
         Notification.update({
           id,
-          message: `jupyter-ci: ${note}`,
+          message: makeStatus({ state: 'reused', note }).text,
           type: 'info',
           autoClose: 8000
         });
@@ -113,9 +115,16 @@ namespace Private {
         error instanceof RequestRefusedError || error instanceof Error
           ? error.message
           : String(error);
+      const refused = makeStatus({
+        state: 'refused',
+        error:
+          error instanceof RequestRefusedError
+            ? error.error
+            : { code: 'disconnected', message }
+      });
       Notification.update({
         id,
-        message: `jupyter-ci: not started — ${message}`,
+        message: refused.text,
         type: 'error',
         autoClose: 8000
       });
@@ -142,7 +151,7 @@ namespace Private {
       }
     };
     const show = (view: IRunView): void => {
-      const line = statusLine(statusFromRun(base, view));
+      const line = statusFromRun(base, view).text;
       if (line === shown) {
         return;
       }

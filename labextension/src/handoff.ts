@@ -23,7 +23,7 @@ import type { IErrorInfo, IHandoff } from './protocol';
 import { HANDOFF_MIME, PROTOCOL_VERSION } from './protocolConstants';
 import { RunTracker } from './runs';
 import { ScheduleLog } from './scheduleLog';
-import { makeStatus, statusLine } from './statusData';
+import { makeStatus } from './statusData';
 import { StatusOutputs } from './statusOutput';
 
 /**
@@ -406,16 +406,7 @@ export class HandoffController implements IDisposable {
   private async _follow(claim: Private.IClaim, runId: string): Promise<void> {
     const view = await this._runs.whenFinished(runId);
     if (!this._index.findCellAnywhere(claim.cellId)) {
-      const line = statusLine(
-        makeStatus({
-          run_id: runId,
-          state: view.state,
-          reason: view.reason,
-          summary: view.finished?.summary ?? null,
-          error: view.error
-        })
-      );
-      Private.notifyAway(claim.path, line);
+      Private.notifyAway(claim.path, view.text);
     }
     if (view.state === 'done') {
       await this._continue(claim);
@@ -435,12 +426,13 @@ export class HandoffController implements IDisposable {
               'Is the jupyter-ci server extension enabled (jupyter server extension list)? ' +
               'Run the %%ci cell again once it is.'
           };
-    const written = this._statusOutputs.write(
-      cellId,
-      makeStatus({ state: 'refused', reason: info.code, error: info })
-    );
-    if (!written) {
-      Private.notifyAway(path, `jupyter-ci: not started — ${info.message}`);
+    const status = makeStatus({
+      state: 'refused',
+      reason: info.code,
+      error: info
+    });
+    if (!this._statusOutputs.write(cellId, status)) {
+      Private.notifyAway(path, status.text);
     }
   }
 

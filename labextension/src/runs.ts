@@ -28,6 +28,11 @@ export interface IRunView {
   state: RunState;
   reason: string;
   /**
+   * The run's status line, as the server composed it for its latest state
+   * (its `state` and `finished` events); '' until the first arrives.
+   */
+  text: string;
+  /**
    * The try in progress: the cell, its attempt and the run's limit.
    */
   attempt: { cellId: string; attempt: number; maxAttempts: number } | null;
@@ -165,6 +170,7 @@ export class RunTracker implements IDisposable {
         anchorCellId: null,
         state: 'queued',
         reason: '',
+        text: '',
         attempt: null,
         cells: [],
         usage: null,
@@ -220,6 +226,7 @@ export class RunTracker implements IDisposable {
         if (!view.finished) {
           view.state = event.state;
           view.reason = event.reason;
+          view.text = event.text;
         }
         break;
       case 'token':
@@ -249,6 +256,7 @@ export class RunTracker implements IDisposable {
         view.finished = event;
         view.state = event.state;
         view.reason = event.reason;
+        view.text = event.text;
         view.error = event.error;
         view.usage = event.summary.usage;
         break;

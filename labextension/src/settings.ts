@@ -1,20 +1,6 @@
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 
 /**
- * The run options a user may set in JupyterLab's settings (the server's
- * option names; a request's own options and the kernel's `%ci` settings come
- * first, the server's configuration after).
- */
-const RUN_OPTIONS = [
-  'model',
-  'mode',
-  'max_attempts',
-  'max_steps',
-  'timeout',
-  'share_outputs'
-] as const;
-
-/**
  * Milliseconds between two writes of streamed code into a cell, by default.
  */
 export const DEFAULT_STREAM_INTERVAL = 50;
@@ -59,7 +45,7 @@ export class UserSettings {
         ? interval
         : DEFAULT_STREAM_INTERVAL;
     const options: Record<string, unknown> = {};
-    for (const name of RUN_OPTIONS) {
+    for (const name of Private.runOptions(settings.schema)) {
       const value = settings.get(name).composite;
       if (value !== null && value !== undefined) {
         options[name] = value;
@@ -70,4 +56,24 @@ export class UserSettings {
 
   private _streamInterval = DEFAULT_STREAM_INTERVAL;
   private _runOptions: Record<string, unknown> = {};
+}
+
+namespace Private {
+  /**
+   * The settings that are the tab's own, not run options.
+   */
+  const TAB_SETTINGS = new Set(['streamInterval']);
+
+  /**
+   * The run options a user may set in JupyterLab's settings: every property
+   * of the settings schema but the tab's own, named as the server's options
+   * (a request's own options and the kernel's `%ci` settings come first, the
+   * server's configuration after). tests/test_settings.py checks them against
+   * the server's table of options (jupyter_ci/options.py).
+   */
+  export function runOptions(schema: ISettingRegistry.ISchema): string[] {
+    return Object.keys(schema.properties ?? {}).filter(
+      name => !TAB_SETTINGS.has(name)
+    );
+  }
 }

@@ -2,6 +2,7 @@ import type * as nbformat from '@jupyterlab/nbformat';
 import type { PartialJSONObject } from '@lumino/coreutils';
 
 import { STATUS_MIME } from './constants';
+import { TERMINAL_RUN_STATE_VALUES } from './protocol';
 import type { IErrorInfo, IRunSummary, RunState } from './protocol';
 import type { IRunView } from './runs';
 
@@ -24,7 +25,8 @@ export interface IStatusData {
   state: StatusState;
   reason: string;
   /**
-   * The one-line status ("jupyter-ci: done — 1 cell, 2 attempts, ...").
+   * The one-line status ("jupyter-ci: done — 1 cell, 2 attempts, ..."): the
+   * server's line for a run state (see `statusLine`).
    */
   text: string;
   attempt: number | null;
@@ -45,14 +47,10 @@ export interface IStatusData {
  * Whether a status state is final.
  */
 export function isTerminal(state: StatusState): boolean {
-  return [
-    'done',
-    'failed',
-    'stopped',
-    'refused',
-    'reused',
-    'unavailable'
-  ].includes(state);
+  return (
+    (TERMINAL_RUN_STATE_VALUES as readonly StatusState[]).includes(state) ||
+    Private.LOCAL_TERMINAL.includes(state)
+  );
 }
 
 /**
@@ -78,14 +76,20 @@ export function makeStatus(fields: Partial<IStatusData>): IStatusData {
 }
 
 /**
- * The status of a run, as the tab knows it now, over an earlier status.
+ * The status of a run, as the tab knows it now, over an earlier status. The
+ * state and its line change together, when the server's next line arrives:
+ * until its first, the earlier status stands.
  */
 export function statusFromRun(base: IStatusData, run: IRunView): IStatusData {
+  if (!run.text) {
+    return makeStatus({ ...base, run_id: run.runId });
+  }
   return makeStatus({
     ...base,
     run_id: run.runId,
     state: run.state,
     reason: run.reason,
+    text: run.text,
     attempt: run.attempt?.attempt ?? base.attempt,
     max_attempts: run.attempt?.maxAttempts ?? base.max_attempts,
     summary: run.finished?.summary ?? null,
@@ -108,31 +112,27 @@ export function readStatus(value: unknown): IStatusData | null {
 }
 
 /**
- * The one-line status, as the server's outcome line reads.
+ * The one-line status. The server composes the line of every run state (its
+ * `state` and `finished` events carry it as `text`); the tab composes only
+ * those of states no server run has: starting, refused, reused, unavailable,
+ * and queued while the server has sent no state for the run.
  */
 export function statusLine(data: IStatusData): string {
   switch (data.state) {
     case 'starting':
-      return 'jupyter-ci: starting…';
+      return Private.STARTING;
     case 'refused':
-      return `jupyter-ci: not started — ${data.error?.message ?? data.reason}`;
     case 'unavailable':
       return `jupyter-ci: not started — ${data.error?.message ?? data.reason}`;
     case 'reused':
       return `jupyter-ci: ${data.note ?? 'the generated cells are already here.'}`;
     case 'queued':
-      return 'jupyter-ci: queued behind another request in this kernel';
-    case 'done':
-    case 'failed':
-    case 'stopped':
-      return `jupyter-ci: ${Private.outcome(data)}${Private.numbers(data.summary)}`;
-    default: {
-      const attempt =
-        data.attempt !== null && data.max_attempts !== null
-          ? ` — attempt ${data.attempt}/${data.max_attempts}`
-          : '';
-      return `jupyter-ci: ${data.state.replace('_', ' ')}${attempt}`;
-    }
+      return (
+        data.text || 'jupyter-ci: queued behind another request in this kernel'
+      );
+    default:
+      // Accepted: the server's line, or, until its first arrives, the start's.
+      return data.text || Private.STARTING;
   }
 }
 
@@ -176,56 +176,16 @@ export function statusOutput(data: IStatusData): nbformat.IDisplayData {
 
 namespace Private {
   /**
-   * Reasons as words.
+   * The final states of a request that started no server run.
    */
-  const REASONS: Record<string, string> = {
-    user: 'stopped by the user',
-    max_attempts: 'the cell still failed at the last attempt',
-    max_steps: 'reached the step limit',
-    inserted: 'inserted, not run',
-    rejected: 'rejected in review',
-    notebook_unavailable: 'notebook unavailable',
-    kernel_restarted: 'the kernel restarted',
-    kernel_shutdown: 'the kernel was shut down',
-    kernel_died: 'the kernel died',
-    disconnected: 'the tab was away too long',
-    budget_exceeded: 'over budget',
-    model_error: 'model error',
-    config_error: 'configuration error',
-    bad_code_block: 'no usable code from the model',
-    missing_package: 'a package is missing',
-    server_shutdown: 'the server stopped',
-    internal_error: 'internal error'
-  };
+  export const LOCAL_TERMINAL: readonly StatusState[] = [
+    'refused',
+    'reused',
+    'unavailable'
+  ];
 
-  export function outcome(data: IStatusData): string {
-    const words = REASONS[data.reason] ?? data.reason.replace(/_/g, ' ');
-    if (data.state === 'done') {
-      return data.reason === 'answered' || !data.reason
-        ? 'done'
-        : `done (${words})`;
-    }
-    if (data.state === 'stopped' && data.reason === 'user') {
-      return words;
-    }
-    return words ? `${data.state} (${words})` : data.state;
-  }
-
-  export function numbers(summary: IRunSummary | null): string {
-    if (!summary) {
-      return '';
-    }
-    const plural = (n: number, word: string): string =>
-      `${n.toLocaleString('en-US')} ${word}${n === 1 ? '' : 's'}`;
-    const tokens =
-      summary.usage.prompt_tokens + summary.usage.completion_tokens;
-    const cost =
-      summary.usage.cost === null
-        ? 'cost unknown'
-        : `$${summary.usage.cost.toFixed(4)}`;
-    return (
-      ` — ${plural(summary.cells, 'cell')}, ${plural(summary.attempts, 'attempt')}, ` +
-      `${plural(tokens, 'token')}, ${cost}, ${summary.seconds.toFixed(1)} s`
-    );
-  }
+  /**
+   * The line of a request the server has not answered yet.
+   */
+  export const STARTING = 'jupyter-ci: starting…';
 }

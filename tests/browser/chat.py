@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import json
 import threading
+import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from .notebooks import command, wait_until
+from .lab import Lab
+from .notebooks import command, open_lab_app, open_notebook, wait_until, write_notebook
 
 #: The chat panel's root.
 PANEL = "#jupyter-ci-panel"
@@ -30,6 +33,21 @@ def open_chat(page: Any) -> Any:
     page.locator(by_testid("jupyter-ci-input")).wait_for(state="visible", timeout=60_000)
     page.locator(by_testid("jupyter-ci-status"), has_text="model").wait_for(timeout=60_000)
     return page.locator(PANEL)
+
+
+def chat_about_new_notebook(
+    context: Any, lab: Lab, sources: list[str], *, clipboard: bool = False
+) -> tuple[Any, str]:
+    """A new notebook of code cells ``sources``, open in a new page of ``context`` with the
+    panel open on it (and the clipboard allowed, for Copy); returns the page and its path."""
+    path = write_notebook(lab, sources)
+    if clipboard:
+        context.grant_permissions(["clipboard-read", "clipboard-write"])
+    page = context.new_page()
+    open_lab_app(page, lab)
+    open_notebook(page, path)
+    open_chat(page)
+    return page, path
 
 
 def ask(page: Any, text: str) -> None:
@@ -104,6 +122,82 @@ def messages(page: Any, role: str) -> list[str]:
         [PANEL, role],
     )
     return found
+
+
+#: JavaScript: the generated cells each run block lists (see :func:`run_cells`).
+_RUN_CELLS = """([sel, insert, copy]) => Array.from(document.querySelectorAll(sel)).map(run =>
+  Array.from(run.querySelectorAll('[data-testid="jupyter-ci-run-cell"]')).map(cell => ({
+    cell_id: cell.dataset.cellId || null,
+    writing: cell.dataset.writing === 'true',
+    rendered: cell.querySelector('.jp-jupyter-ci-markdown')?.dataset.rendered === 'true',
+    code: (cell.querySelector('pre')?.textContent ?? '').replace(/\\n$/, ''),
+    insert_disabled: cell.querySelector(`button[aria-label="${insert}"]`).disabled,
+    copy_disabled: cell.querySelector(`button[aria-label="${copy}"]`).disabled
+  })))"""
+
+
+def run_cells(page: Any, index: int = -1) -> list[dict[str, Any]]:
+    """The generated cells run block ``index`` lists: each cell's id, the code it shows (once
+    rendered), whether it is still being written, and whether its Insert below and Copy buttons
+    are disabled."""
+    found: list[list[dict[str, Any]]] = page.evaluate(
+        _RUN_CELLS, [by_testid("jupyter-ci-run"), INSERT, COPY]
+    )
+    return found[index] if found else []
+
+
+#: The accessible names of the buttons over code in the panel (messages' code blocks, cells).
+INSERT = "Insert this code as a new cell below"
+COPY = "Copy this code to the clipboard"
+
+#: JavaScript: every code block of the panel with Insert below and Copy buttons; each Copy that
+#: is enabled is clicked and the clipboard read back (at once: the panel re-renders as a run
+#: streams, so a button found now may be gone a moment later).
+_COPY_ALL = """async ([sel, insert, copy]) => {
+  const found = [];
+  for (const button of document.querySelectorAll(`${sel} button[aria-label="${copy}"]`)) {
+    const bar = button.parentElement;
+    const other = bar.querySelector(`button[aria-label="${insert}"]`);
+    const block = { copy_disabled: button.disabled, insert_disabled: !other || other.disabled };
+    if (!button.disabled) {
+      await navigator.clipboard.writeText('');
+      button.click();
+      block.copied = await navigator.clipboard.readText();
+    }
+    found.push(block);
+  }
+  return found;
+}"""
+
+
+def copy_every_code_block(page: Any) -> list[dict[str, Any]]:
+    """What each code block's Copy gives now (``copied``, when enabled), with whether its
+    Insert below and Copy buttons are disabled. Needs clipboard permissions."""
+    found: list[dict[str, Any]] = page.evaluate(_COPY_ALL, [PANEL, INSERT, COPY])
+    return found
+
+
+def stored_conversation(lab: Lab, path: str) -> dict[str, Any]:
+    """The notebook's conversation as the server stores it (``GET /jupyter-ci/conversation``)."""
+    query = urllib.parse.urlencode({"path": path})
+    request = urllib.request.Request(
+        f"{lab.url}jupyter-ci/conversation?{query}",
+        headers={"Authorization": f"token {lab.token}"},
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        stored: dict[str, Any] = json.loads(response.read())
+    return stored
+
+
+def set_theme(page: Any, name: str) -> None:
+    """Switch JupyterLab's theme and wait until it applies."""
+    command(page, "apputils:change-theme", {"theme": name})
+    page.wait_for_function(
+        "(name) => document.body.dataset.jpThemeName === name", arg=name, timeout=60_000
+    )
+    # Lab shows a splash while it changes themes; switching again before it is gone makes Lab
+    # itself fail to remove it (a page error that is not ours).
+    page.locator("#jupyterlab-splash").wait_for(state="detached", timeout=60_000)
 
 
 def request_text(request: Any) -> str:

@@ -23,7 +23,9 @@ from .chat import (
     messages,
     open_chat,
     request_text,
+    run_cells,
     runs,
+    set_theme,
     steps,
     wait_run_state,
 )
@@ -110,9 +112,10 @@ def test_model_html_executes_nothing_and_code_blocks_insert_and_copy(
     hostile = (
         'Look: <img src=x onerror="window.__ciPwned = 1"> and '
         '<script>window.__ciPwned2 = 1</script> <a href="javascript:window.__ciPwned3=1">x</a>'
-        "\n\n```python\nprint('from the chat')\n```\n"
+        # Not Python (that would become a cell): a block the answer shows.
+        "\n\n```bash\npip install from-the-chat\n```\n"
     )
-    model.set_script([Reply.text(hostile), Reply.text("Done.")])
+    model.set_script([Reply.text(hostile)])
     path = write_notebook(model_lab, ["b = 2"])
     model_context.grant_permissions(["clipboard-read", "clipboard-write"])
     page = model_context.new_page()
@@ -137,29 +140,18 @@ def test_model_html_executes_nothing_and_code_blocks_insert_and_copy(
     activate(page, path)
     insert.click()
     wait_until(
-        lambda: any(c["source"] == "print('from the chat')" for c in cells(page, path)),
+        lambda: any(c["source"] == "pip install from-the-chat" for c in cells(page, path)),
         30,
         "the inserted cell",
     )
     copy.click()
     clip = wait_until(lambda: page.evaluate("() => navigator.clipboard.readText()"), 10, "copy")
-    assert "print('from the chat')" in clip
+    assert "pip install from-the-chat" in clip
     assert model_context.jupyter_ci_errors == []
 
 
 #: A cell that says when it has begun, then runs for up to 60 s (unless interrupted).
 LONG_CELL = "import time\nprint('started', flush=True)\nfor _ in range(600):\n    time.sleep(0.1)"
-
-
-def set_theme(page: Any, name: str) -> None:
-    """Switch JupyterLab's theme and wait until it applies."""
-    command(page, "apputils:change-theme", {"theme": name})
-    page.wait_for_function(
-        "(name) => document.body.dataset.jpThemeName === name", arg=name, timeout=60_000
-    )
-    # Lab shows a splash while it changes themes; switching again before it is gone makes Lab
-    # itself fail to remove it (a page error that is not ours).
-    page.locator("#jupyterlab-splash").wait_for(state="detached", timeout=60_000)
 
 
 def test_stop_mid_run_then_the_next_request_works_with_light_and_dark_screenshots(
@@ -265,6 +257,16 @@ def test_review_mode_run_edit_and_reject(
         assert second["source"] == "r2 = 'mine'\nprint(r2)", dump(page, path)
         assert "mine" in text_of(second["outputs"])
         assert messages(page, "assistant")[-1] == "Both ran."
+        # The panel's cells give the code that ran: the user's edit included.
+        assert "Edited by you" in steps(page), steps(page)
+        wait_until(
+            lambda: (
+                [c["code"] for c in run_cells(page) if c["rendered"]]
+                == ["r1 = 'first'\nprint(r1)", "r2 = 'mine'\nprint(r2)"]
+            ),
+            30,
+            "the run's cells",
+        )
 
         # Reject: the cell never runs; the model is told at once, answers in prose, and the
         # run ends, saying so.
@@ -272,7 +274,13 @@ def test_review_mode_run_edit_and_reject(
         review.wait_for(timeout=60_000)
         review.get_by_role("button", name="Reject this cell without running it").click()
         assert wait_run_state(page, TERMINAL) == "done", conversation_text(page)
-        assert any("rejected" in step for step in steps(page)), steps(page)
+        assert steps(page)[-1] == "Done (rejected in review)", steps(page)
+        # The rejection is the user's word in the conversation, shown once (from the run).
+        said = messages(page, "user")
+        assert said[:2] == ["two cells, reviewed", "one more"], said
+        assert len(said) == 3, said
+        assert said[2].startswith("I rejected the cell you proposed, without running it."), said
+        assert "r3 = 'third'" in said[2]
         assert "The user rejected this cell" in request_text(model.chat_requests[-1])
         assert messages(page, "assistant")[-1] == "Noted: I will not run it."
         third = next(c for c in cells(page, path) if c["source"].startswith("r3"))
@@ -727,10 +735,10 @@ def test_a_ci_cell_run_shows_in_the_notebooks_conversation(
     run_all(page, path)
     assert wait_run_state(page, TERMINAL) == "done", conversation_text(page)
     assert messages(page, "user") == ["%%ci add one and two"]
-    said = messages(page, "assistant")
-    assert "print(1 + 2)" in said[0]  # the reply that wrote the cell, shown as it came
-    assert said[-1] == "It is 3."
+    # The reply that wrote the cell was all code: it is the run's cell, not a message.
+    assert messages(page, "assistant") == ["It is 3."]
     assert "Cell 1 inserted" in steps(page)
+    wait_until(lambda: [c["code"] for c in run_cells(page)] == ["print(1 + 2)"], 30, "the cell")
     assert "3" in text_of(cells(page, path)[2]["outputs"])
     assert model_context.jupyter_ci_errors == []
 

@@ -231,13 +231,6 @@ export class ChatController implements IDisposable {
         decision: answer.decision,
         source: answer.decision === 'run' ? answer.source : null
       });
-      if (answer.decision === 'reject' && path) {
-        // The server keeps the same words in the conversation for the model.
-        this.model.addUserNote(
-          path,
-          'I rejected the cell you proposed, without running it.'
-        );
-      }
     } catch (error) {
       if (path) {
         this.model.addNotice(

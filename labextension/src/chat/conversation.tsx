@@ -108,6 +108,13 @@ function Entry(props: {
         </div>
       );
     case 'run':
-      return <RunSteps progress={entry.progress} controller={controller} />;
+      return (
+        <RunSteps
+          progress={entry.progress}
+          controller={controller}
+          rendermime={rendermime}
+          actions={actions}
+        />
+      );
   }
 }

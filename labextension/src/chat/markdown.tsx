@@ -13,15 +13,27 @@ export interface ICodeActions {
 }
 
 /**
+ * The buttons over code in the panel: their text and what they do (also
+ * their accessible name and tooltip).
+ */
+export const CODE_BUTTONS = {
+  insert: {
+    label: 'Insert below',
+    description: 'Insert this code as a new cell below'
+  },
+  copy: { label: 'Copy', description: 'Copy this code to the clipboard' }
+} as const;
+
+/**
  * Markdown text rendered by JupyterLab's rendermime as untrusted content:
  * its sanitizer removes scripts, event handlers and anything else unsafe,
- * and code blocks are highlighted by Lab's markdown parser. Each code block
- * gets "Insert below" and "Copy" buttons.
+ * and code blocks are highlighted by Lab's markdown parser. With `actions`,
+ * each code block gets "Insert below" and "Copy" buttons.
  */
 export function Markdown(props: {
   text: string;
   rendermime: IRenderMimeRegistry;
-  actions: ICodeActions;
+  actions?: ICodeActions;
 }): React.ReactElement {
   const { text, rendermime, actions } = props;
   const host = React.useRef<HTMLDivElement>(null);
@@ -45,7 +57,9 @@ export function Markdown(props: {
           return;
         }
         node.replaceChildren(renderer.node);
-        Private.addCodeActions(renderer.node, actions);
+        if (actions) {
+          Private.addCodeActions(renderer.node, actions);
+        }
         node.dataset.rendered = 'true';
       })
       .catch(() => {
@@ -76,14 +90,12 @@ namespace Private {
       const bar = document.createElement('div');
       bar.className = 'jp-jupyter-ci-code-actions';
       bar.appendChild(
-        button('Insert below', 'Insert this code as a new cell below', () =>
+        button(CODE_BUTTONS.insert, () =>
           actions.insertBelow(code.replace(/\n$/, ''))
         )
       );
       bar.appendChild(
-        button('Copy', 'Copy this code to the clipboard', () =>
-          Clipboard.copyToSystem(code)
-        )
+        button(CODE_BUTTONS.copy, () => Clipboard.copyToSystem(code))
       );
       const wrapper = document.createElement('div');
       wrapper.className = 'jp-jupyter-ci-code';
@@ -94,16 +106,15 @@ namespace Private {
   }
 
   function button(
-    label: string,
-    description: string,
+    kind: { label: string; description: string },
     onClick: () => void
   ): HTMLButtonElement {
     const element = document.createElement('button');
     element.type = 'button';
     element.className = 'jp-jupyter-ci-button jp-mod-small';
-    element.textContent = label;
-    element.title = description;
-    element.setAttribute('aria-label', description);
+    element.textContent = kind.label;
+    element.title = kind.description;
+    element.setAttribute('aria-label', kind.description);
     element.addEventListener('click', onClick);
     return element;
   }

@@ -144,19 +144,6 @@ export class ChatModel implements IDisposable {
   }
 
   /**
-   * Add something the user said outside a request (a rejected cell).
-   */
-  addUserNote(path: string, text: string): void {
-    const view = this.conversation(path);
-    this._set(path, {
-      entries: [
-        ...view.entries,
-        { kind: 'user', key: `u${++this._keys}`, text }
-      ]
-    });
-  }
-
-  /**
    * Add a note of the panel's own (a refusal, an error) to the conversation.
    */
   addNotice(path: string, text: string): void {
@@ -243,7 +230,9 @@ export class ChatModel implements IDisposable {
       entries[runIndex] = { ...run, progress: applyEvent(run.progress, event) };
     }
     const stream = this._streams.get(runId);
-    if (event.type === 'token' && event.cell_id === null) {
+    // Only the model's prose streams into the conversation: code streams into
+    // its cell, which the run's entry shows.
+    if (event.type === 'token' && event.part === 'prose') {
       const index = stream?.open
         ? entries.findIndex(e => e.key === stream.key)
         : -1;
@@ -280,10 +269,12 @@ export class ChatModel implements IDisposable {
         entries.splice(runIndex, 0, entry);
       }
       this._streams.delete(runId);
-    } else if (event.type === 'message' && event.role === 'notice') {
+    } else if (event.type === 'message') {
+      // A notice, or the user's word during the run (a rejected cell).
+      const user = event.role === 'user';
       entries.splice(runIndex, 0, {
-        kind: 'notice',
-        key: `n${++this._keys}`,
+        kind: user ? 'user' : 'notice',
+        key: `${user ? 'u' : 'n'}${++this._keys}`,
         text: event.text
       });
     } else if (event.type !== 'token' && stream?.open) {

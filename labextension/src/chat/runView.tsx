@@ -1,18 +1,24 @@
+import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import * as React from 'react';
 
 import { ChatController } from './controller';
+import { ICodeActions } from './markdown';
 import { ReviewCard } from './review';
+import { RunCells } from './runCells';
 import { IRunProgress, usageLine } from './steps';
 
 /**
- * A run's progress: its steps (each linking to its cell), its error, the
- * review card while a cell waits, and what the run used.
+ * A run's progress: its steps (each linking to its cell), its cells with
+ * their code, its error, the review card while a cell waits, and what the
+ * run used.
  */
 export function RunSteps(props: {
   progress: IRunProgress;
   controller: ChatController;
+  rendermime: IRenderMimeRegistry;
+  actions: ICodeActions;
 }): React.ReactElement {
-  const { progress, controller } = props;
+  const { progress, controller, rendermime, actions } = props;
   const usage = usageLine(progress.usage);
   return (
     <div
@@ -44,6 +50,12 @@ export function RunSteps(props: {
           </li>
         ))}
       </ol>
+      <RunCells
+        progress={progress}
+        rendermime={rendermime}
+        actions={actions}
+        onShowCell={cellId => controller.showCell(cellId)}
+      />
       {progress.error ? (
         <div className="jp-jupyter-ci-error" role="alert">
           {progress.error}

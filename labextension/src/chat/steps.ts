@@ -1,5 +1,12 @@
-import { CELL_STATUS_TITLES } from '../protocol';
-import type { IUsage, RunEvent, RunState } from '../protocol';
+import { CELL_STATUS_TITLES, END_REASON_TITLES } from '../protocol';
+import type {
+  EndReason,
+  ICellUpdatedEvent,
+  IUsage,
+  RunEvent,
+  RunState,
+  TerminalRunState
+} from '../protocol';
 
 /**
  * One line of a run's progress in the panel ("Cell 1 inserted",
@@ -24,13 +31,44 @@ export interface IProposal {
 }
 
 /**
- * What the panel shows of one run: its steps, usage and outcome.
+ * A cell the run generated (or fixed), with its latest complete code.
+ */
+export interface IRunCell {
+  cellId: string;
+  /**
+   * The cell's code as of its latest `cell_inserted` or `cell_updated` event
+   * ('' while its first code is still being written).
+   */
+  source: string;
+}
+
+/**
+ * Code the model is writing now: its text as streamed (the model's own
+ * Markdown, fence included), for the cell `cellId` (null until the cell is
+ * known: a new cell before it is inserted, another proposal, a fix of the
+ * user's cell).
+ */
+export interface IWriting {
+  cellId: string | null;
+  text: string;
+}
+
+/**
+ * What the panel shows of one run: its steps, cells, usage and outcome.
  */
 export interface IRunProgress {
   runId: string;
   state: RunState;
   reason: string;
   steps: IStep[];
+  /**
+   * The cells the run generated or fixed, in the order it first named them.
+   */
+  cells: IRunCell[];
+  /**
+   * The code being written, until its cell's `cell_updated` event.
+   */
+  writing: IWriting | null;
   usage: IUsage | null;
   /**
    * The cell waiting for the user's review, while the run waits.
@@ -55,6 +93,8 @@ export function emptyProgress(runId: string): IRunProgress {
     state: 'queued',
     reason: '',
     steps: [],
+    cells: [],
+    writing: null,
     usage: null,
     review: null,
     proposal: null,
@@ -65,10 +105,21 @@ export function emptyProgress(runId: string): IRunProgress {
   };
 }
 
-const FINISHED_LABEL: Record<'done' | 'failed' | 'stopped', string> = {
+const FINISHED_LABEL: Record<TerminalRunState, string> = {
   done: 'Done',
   failed: 'Failed',
   stopped: 'Stopped'
+};
+
+/**
+ * The step shown for each way a cell's code changes after it was inserted
+ * (none for `streamed`: the code it streamed is complete, no new step).
+ */
+const UPDATE_LABEL: Record<ICellUpdatedEvent['cause'], string> = {
+  streamed: '',
+  fix: 'Fix written',
+  edited: 'Edited by you',
+  reproposed: 'Proposed again'
 };
 
 /**
@@ -112,30 +163,51 @@ export function applyEvent(
         source: event.source,
         diff: ''
       };
+      next.cells = Private.withCell(next.cells, event.cell_id, event.source);
+      if (event.source !== '') {
+        next.writing = null; // inserted with its code: complete
+      } else if (next.writing && next.writing.cellId === null) {
+        // Inserted empty: the code streaming now goes into it.
+        next.writing = { ...next.writing, cellId: event.cell_id };
+      }
       steps.push({
         label: `Cell ${event.step} inserted`,
         cellId: event.cell_id,
         status: 'ok'
       });
       break;
-    case 'cell_updated':
+    case 'cell_updated': {
+      // A streamed cell's code is new, not a change to review as a diff.
       next.proposal = {
         cellId: event.cell_id,
         source: event.source,
-        diff: event.diff
+        diff: event.cause === 'streamed' ? '' : event.diff
       };
-      steps.push({
-        label: `Fix written (attempt ${event.attempt})`,
-        cellId: event.cell_id,
-        status: 'ok'
-      });
+      next.cells = Private.withCell(next.cells, event.cell_id, event.source);
+      next.writing = null;
+      // Stored before events had a cause: labelled as they were then.
+      const cause = event.cause ?? 'fix';
+      if (UPDATE_LABEL[cause]) {
+        steps.push({
+          label:
+            cause === 'fix'
+              ? `${UPDATE_LABEL.fix} (attempt ${event.attempt})`
+              : UPDATE_LABEL[cause],
+          cellId: event.cell_id,
+          status: 'ok'
+        });
+      }
       break;
+    }
     case 'token':
-      // Code streams into the proposed cell after it was inserted empty.
-      if (event.cell_id !== null && next.proposal?.cellId === event.cell_id) {
-        next.proposal = {
-          ...next.proposal,
-          source: next.proposal.source + event.text
+      if (event.part === 'code') {
+        next.writing = {
+          // A fix is written for the cell that failed.
+          cellId:
+            next.writing?.cellId ??
+            event.cell_id ??
+            (next.state === 'fixing' ? (next.proposal?.cellId ?? null) : null),
+          text: (next.writing?.text ?? '') + event.text
         };
       }
       break;
@@ -182,11 +254,9 @@ export function applyEvent(
           steps[i] = { ...steps[i], status: 'ok' };
         }
       }
-      const reason = event.reason
-        ? ` (${event.reason.replace(/_/g, ' ')})`
-        : '';
+      next.writing = null;
       steps.push({
-        label: `${FINISHED_LABEL[event.state]}${reason}`,
+        label: Private.endLabel(event.state, event.reason),
         cellId: null,
         status: event.state === 'done' ? 'ok' : 'error'
       });
@@ -211,4 +281,39 @@ export function usageLine(usage: IUsage | null): string {
       ? 'cost unknown'
       : `$${usage.cost.toFixed(4)}`;
   return `${tokens.toLocaleString('en-US')} tokens · ${cost}`;
+}
+
+namespace Private {
+  /**
+   * The cells with `cellId`'s code now `source` (added if new).
+   */
+  export function withCell(
+    cells: readonly IRunCell[],
+    cellId: string,
+    source: string
+  ): IRunCell[] {
+    const index = cells.findIndex(cell => cell.cellId === cellId);
+    if (index < 0) {
+      return [...cells, { cellId, source }];
+    }
+    const next = [...cells];
+    next[index] = { cellId, source };
+    return next;
+  }
+
+  /**
+   * The last step of a run: how it ended, in the schema's words for its
+   * reason ("Failed (the cell still failed at the last attempt)").
+   */
+  export function endLabel(state: TerminalRunState, reason: string): string {
+    const words =
+      END_REASON_TITLES[reason as EndReason] ?? reason.replace(/_/g, ' ');
+    if (!words || reason === 'answered') {
+      return FINISHED_LABEL[state];
+    }
+    // "Stopped by the user", not "Stopped (stopped by the user)".
+    return words.startsWith(state)
+      ? `${FINISHED_LABEL[state]}${words.slice(state.length)}`
+      : `${FINISHED_LABEL[state]} (${words})`;
+  }
 }
