@@ -324,6 +324,7 @@ class HelloRequest(TypedDict):
     client_id: str
     protocol_version: Literal[1]
     notebook_paths: list[str]
+    client_secret: NotRequired[str]
 
 
 class SubscribeRequest(TypedDict):
@@ -453,6 +454,7 @@ class RequestAccepted(TypedDict):
     position: NotRequired[int]
     runs: NotRequired[list[RunInfo]]
     server_version: NotRequired[str]
+    client_secret: NotRequired[str]
     note: NotRequired[str]
     preview: NotRequired[Preview]
     expected: NotRequired[bool]

@@ -29,6 +29,8 @@ class AttachmentError(ValueError):
 
 def resolve(root_dir: str | Path, path: str) -> Path:
     """The absolute path of ``path`` under ``root_dir``; refuses anything outside it."""
+    if "\x00" in path:
+        raise AttachmentError(f"{path!r} is not a file name (it holds a NUL character).")
     root = Path(root_dir).resolve()
     target = (root / path.lstrip("/")).resolve()
     if target != root and root not in target.parents:
@@ -109,7 +111,7 @@ def _describe_table(target: Path, path: str, delimiter: str, samples: bool) -> s
 def _describe_parquet(target: Path, path: str, samples: bool) -> str:
     header = f"File: {path} (Parquet, {_size(target)})"
     try:
-        import pyarrow.parquet as pq  # type: ignore[import-not-found, unused-ignore]
+        import pyarrow.parquet as pq  # type: ignore[import-not-found, import-untyped, unused-ignore]
     except ImportError:
         return f"{header}; its schema is not shown (pyarrow is not installed on the server)."
     parquet = pq.ParquetFile(str(target))

@@ -17,7 +17,7 @@ from typing import Any
 from .. import protocol
 from .._version import __version__
 from .expectations import HandoffExpectations
-from .hub import Connection, Hub
+from .hub import ClientTaken, Connection, Hub
 from .run_types import RunRefused
 from .runs import RunManager
 
@@ -74,6 +74,9 @@ class Dispatcher:
         except (ValueError, UnicodeDecodeError):
             self._notice(connection, "bad_message", "The message is not JSON.")
             return
+        except RecursionError:
+            self._notice(connection, "bad_message", "The message is nested too deeply.")
+            return
         if not isinstance(message, dict):
             self._notice(connection, "bad_message", "The message is not a JSON object.")
             return
@@ -84,6 +87,9 @@ class Dispatcher:
             protocol.validate(_definition_of(message), message)
         except ValueError as err:
             self._refuse(connection, message, error_info("bad_message", str(err)))
+            return
+        except RecursionError:
+            self._refuse(connection, message, error_info("bad_message", "Nested too deeply."))
             return
         client_id = self.hub.client_of(connection)
         if "request" in message:
@@ -98,8 +104,23 @@ class Dispatcher:
     ) -> None:
         kind = message["request"]
         if kind == "hello":
-            self.hub.hello(connection, str(message["client_id"]), message["notebook_paths"])
-            self._accept(connection, message, runs=self.manager.runs(), server_version=__version__)
+            client = str(message["client_id"])
+            try:
+                secret = self.hub.hello(
+                    connection, client, message["notebook_paths"], message.get("client_secret")
+                )
+            except ClientTaken:
+                info = error_info(
+                    "client_taken",
+                    "Another connection is that browser tab.",
+                    "Reload the page: it gets an id of its own.",
+                )
+                self._refuse(connection, message, info)
+                return
+            runs = self.hub.runs_for(client, self.manager.runs())
+            self._accept(
+                connection, message, runs=runs, server_version=__version__, client_secret=secret
+            )
             return
         if client_id is None:
             self._refuse(
@@ -127,10 +148,11 @@ class Dispatcher:
                     fields["note"] = result.note
                 self._accept(connection, message, **fields)
             elif kind == "stop_run":
-                await self.manager.stop(str(message["run_id"]))
+                await self.manager.stop(client_id, str(message["run_id"]))
                 self._accept(connection, message, run_id=str(message["run_id"]))
             elif kind == "review":
                 self.manager.review(
+                    client_id,
                     str(message["run_id"]),
                     str(message["cell_id"]),
                     str(message["decision"]),
@@ -142,13 +164,21 @@ class Dispatcher:
                 self._accept(connection, message, preview=preview)
             elif kind == "replay":
                 events = await self.manager.replay(
-                    str(message["run_id"]), int(message["after_seq"])
+                    client_id, str(message["run_id"]), int(message["after_seq"])
                 )
                 self._accept(connection, message, run_id=str(message["run_id"]))
                 for event in events:
                     connection.send(event)
         except RunRefused as refused:
             self._refuse(connection, message, refused.to_dict(), run_id=refused.run_id)
+        except Exception as err:  # a bug of ours: the tab still gets an answer, the log the rest
+            log.exception("jupyter-ci: a %s request failed", kind)
+            info = error_info(
+                "internal_error",
+                f"jupyter-ci could not do this ({type(err).__name__}).",
+                "The server's log has the details.",
+            )
+            self._refuse(connection, message, info)
 
     # --- replies -------------------------------------------------------------------------
 

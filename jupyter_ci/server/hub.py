@@ -1,12 +1,15 @@
 """The browser tabs connected to the server, and where each message goes.
 
 A tab names itself with a ``client_id`` in its ``hello`` (kept across reconnects of that tab) and
-the notebooks it has open. The hub delivers:
+the notebooks it has open. The first hello of a client id gets a secret, and a later hello of the
+same id must show it: another connection cannot take a tab's place (and its runs' calls). The hub
+delivers:
 
 - calls of a run only to the tab that owns it;
 - run events to the owner and to every tab with the run's notebook open (another tab on the same
   notebook shows that a run is in progress there);
-- the list of runs (``RunsNotice``) to every tab.
+- the list of runs (``RunsNotice``) to every tab, each run's request (its start) only to its owner
+  and the tabs with its notebook open.
 
 Sending never blocks: a connection queues the message (tornado's ``write_message``) or drops it
 when closed. A tab that reconnects asks for what it missed (``replay``).
@@ -14,9 +17,20 @@ when closed. A tab that reconnects asks for what it missed (``replay``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import secrets
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+#: Characters of a run's request shown in the run list (the whole request is the owner's).
+PROMPT_SHOWN = 300
+#: Client ids whose secret the hub remembers (the oldest are forgotten first).
+KNOWN_CLIENTS = 10_000
+
+
+class ClientTaken(Exception):
+    """A hello for a client id that is not this connection's to take."""
 
 
 class Connection(Protocol):
@@ -39,6 +53,7 @@ class Hub:
     def __init__(self) -> None:
         self._clients: dict[str, _Client] = {}
         self._ids: dict[int, str] = {}
+        self._secrets: OrderedDict[str, str] = OrderedDict()
         #: Called with a client id when its tab connects again (or for the first time).
         self.on_connected: Callable[[str], None] | None = None
         #: Called with a client id when its tab's connection closes.
@@ -46,8 +61,27 @@ class Hub:
 
     # --- connections ---------------------------------------------------------------------
 
-    def hello(self, connection: Connection, client_id: str, notebook_paths: Iterable[str]) -> None:
-        """Bind ``connection`` to ``client_id`` (replacing an older connection of that tab)."""
+    def hello(
+        self,
+        connection: Connection,
+        client_id: str,
+        notebook_paths: Iterable[str],
+        secret: str | None = None,
+    ) -> str:
+        """Bind ``connection`` to ``client_id`` (replacing an older connection of that tab);
+        returns the client id's secret.
+
+        A client id seen before is taken only with its ``secret``: :class:`ClientTaken` if not.
+        """
+        known = self._secrets.get(client_id)
+        if known is None:
+            known = secrets.token_urlsafe(24)
+            self._secrets[client_id] = known
+            while len(self._secrets) > KNOWN_CLIENTS:
+                self._secrets.popitem(last=False)
+        elif secret is None or not secrets.compare_digest(secret, known):
+            raise ClientTaken(client_id)
+        self._secrets.move_to_end(client_id)
         previous = self._ids.get(id(connection))
         if previous is not None and previous != client_id:
             self._forget(connection)
@@ -55,6 +89,7 @@ class Hub:
         self._ids[id(connection)] = client_id
         if self.on_connected is not None:
             self.on_connected(client_id)
+        return known
 
     def client_of(self, connection: Connection) -> str | None:
         """The client id a connection said hello as (None before its hello)."""
@@ -80,6 +115,11 @@ class Hub:
         del self._clients[client_id]  # type: ignore[arg-type]
         return client_id
 
+    def sees(self, client_id: str, notebook_path: str) -> bool:
+        """Whether the tab has the notebook open now."""
+        client = self._clients.get(client_id)
+        return client is not None and notebook_path in client.notebook_paths
+
     def is_connected(self, client_id: str) -> bool:
         """Whether the tab has a live connection."""
         return client_id in self._clients
@@ -100,10 +140,20 @@ class Hub:
             if client_id == owner or notebook_path in client.notebook_paths:
                 client.connection.send(message)
 
-    def broadcast(self, message: dict[str, Any]) -> None:
-        """Send to every connected tab."""
-        for client in list(self._clients.values()):
-            client.connection.send(message)
+    def announce(self, runs: list[dict[str, Any]]) -> None:
+        """Send the run list to every tab, each as :meth:`runs_for` that tab."""
+        for client_id, client in list(self._clients.items()):
+            client.connection.send({"notice": "runs", "runs": self.runs_for(client_id, runs)})
+
+    def runs_for(self, client_id: str, runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The run list as a tab sees it: a run's request (its start) only for its owner and tabs
+        with its notebook open."""
+        client = self._clients.get(client_id)
+        paths: set[str] = client.notebook_paths if client is not None else set()
+        return [
+            _shown(info, info.get("owner") == client_id or info.get("notebook_path") in paths)
+            for info in runs
+        ]
 
     def rename(self, old_path: str, new_path: str) -> None:
         """A notebook was renamed: tabs that had it open have it under its new path."""
@@ -111,3 +161,8 @@ class Hub:
             if old_path in client.notebook_paths:
                 client.notebook_paths.discard(old_path)
                 client.notebook_paths.add(new_path)
+
+
+def _shown(info: Mapping[str, Any], with_prompt: bool) -> dict[str, Any]:
+    prompt = str(info.get("prompt", ""))
+    return {**info, "prompt": prompt[:PROMPT_SHOWN] if with_prompt else ""}

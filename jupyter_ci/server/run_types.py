@@ -42,8 +42,12 @@ class Publisher(Protocol):
         """Send a run event to its owner and the tabs with its notebook open."""
         ...
 
-    def broadcast(self, message: dict[str, Any]) -> None:
-        """Send to every tab."""
+    def announce(self, runs: list[dict[str, Any]]) -> None:
+        """Send the run list to every tab (each sees the requests of its own notebooks only)."""
+        ...
+
+    def sees(self, client_id: str, notebook_path: str) -> bool:
+        """Whether the tab has the notebook open now."""
         ...
 
     def is_connected(self, client_id: str) -> bool:

@@ -52,6 +52,8 @@ from .store import ConversationStore
 
 log = logging.getLogger("jupyter_ci.server")
 
+#: The longest request a run takes (a model's context holds far less; a longer one is a mistake).
+MAX_PROMPT_CHARS = 100_000
 #: Events (other than tokens) kept in memory per run for replay.
 MAX_KEPT_EVENTS = 20_000
 #: Finished runs kept in memory for replay.
@@ -169,6 +171,13 @@ class RunManager:
         """
         if self._closing:
             raise RunRefused("server_shutdown", "The server is shutting down.")
+        if len(str(request["prompt"])) > MAX_PROMPT_CHARS:
+            raise RunRefused(
+                "prompt_too_long",
+                f"The request is {len(str(request['prompt'])):,} characters long; jupyter-ci "
+                f"takes at most {MAX_PROMPT_CHARS:,}.",
+                hint="Attach the data as a file, or put it in a variable, and ask about it.",
+            )
         kernel_id = str(request["kernel_id"])
         notebook_path = str(request["notebook_path"])
         origin = str(request.get("origin") or "panel")
@@ -254,17 +263,16 @@ class RunManager:
         self._announce()
         return StartResult(run.run_id, position, note)
 
-    async def stop(self, run_id: str) -> None:
-        """Stop a run the user sees: abort the model stream, interrupt the kernel."""
-        run = self._runs.get(run_id)
-        if run is None:
-            raise RunRefused("unknown_run", "There is no such run on this server.")
-        self._stop(run, "user", StoppedByUser())
+    async def stop(self, client_id: str, run_id: str) -> None:
+        """Stop a run the tab started or claimed: abort the model stream, interrupt the kernel."""
+        self._stop(self._owned(client_id, run_id), "user", StoppedByUser())
 
-    def review(self, run_id: str, cell_id: str, decision: str, source: str | None) -> None:
-        """The user's answer to a cell awaiting approval."""
-        run = self._runs.get(run_id)
-        future = run.reviews.get(cell_id) if run is not None else None
+    def review(
+        self, client_id: str, run_id: str, cell_id: str, decision: str, source: str | None
+    ) -> None:
+        """The user's answer to a cell awaiting approval, from the tab that owns the run."""
+        run = self._owned(client_id, run_id)
+        future = run.reviews.get(cell_id)
         if future is None or future.done():
             raise RunRefused(
                 "not_awaiting_review",
@@ -273,14 +281,18 @@ class RunManager:
             )
         future.set_result(ReviewDecision(decision, source))
 
-    async def replay(self, run_id: str, after_seq: int) -> list[dict[str, Any]]:
+    async def replay(self, client_id: str, run_id: str, after_seq: int) -> list[dict[str, Any]]:
         """The run's events after ``after_seq``: held in memory, else as the store has them.
 
-        A run the server no longer holds (an earlier server process ran it) is replayed from its
-        record, which says how it ended (see :func:`abandoned_run_finished`).
+        A held run is replayed to its owner and to tabs with its notebook open (they are sent
+        its events anyway). A run the server no longer holds (an earlier server process ran
+        it) is replayed from its record, which says how it ended, as the conversation's
+        history does.
         """
         run = self._runs.get(run_id)
         if run is not None:
+            if run.owner != client_id and not self.publisher.sees(client_id, run.notebook_path):
+                raise _not_yours()
             return [event for event in run.events if event["seq"] > after_seq]
         stored = await self.recorder.stored_events(run_id)
         if not stored:
@@ -290,6 +302,15 @@ class RunManager:
                 hint="Its record may have been cleared with the conversation.",
             )
         return [event for event in stored if int(event.get("seq", 0)) > after_seq]
+
+    def _owned(self, client_id: str, run_id: str) -> ManagedRun:
+        """The run, if the tab started or claimed it; a refusal otherwise."""
+        run = self._runs.get(run_id)
+        if run is None:
+            raise RunRefused("unknown_run", "There is no such run on this server.")
+        if run.owner != client_id:
+            raise _not_yours()
+        return run
 
     def deliver(self, client_id: str, reply: Mapping[str, Any]) -> bool:
         """Hand a call reply from a tab to the run (or the re-run check) that made the call."""
@@ -540,4 +561,12 @@ class RunManager:
         return clean
 
     def _announce(self) -> None:
-        self.publisher.broadcast({"notice": "runs", "runs": self.runs()})
+        self.publisher.announce(self.runs())
+
+
+def _not_yours() -> RunRefused:
+    return RunRefused(
+        "not_your_run",
+        "That run belongs to another browser tab.",
+        hint="Stop or answer it in the tab that started it.",
+    )

@@ -102,6 +102,8 @@ class ScriptedTab:
         self.keep_tokens = keep_tokens
         self._count = 0
         self.client_id = client_id or f"tab-{uuid.uuid4().hex}"
+        #: What the server gave this client id at its first hello (shown again on reconnect).
+        self.client_secret: str | None = None
         self.notebooks: dict[str, TabNotebook] = {}
         #: Everything the server sent, in order.
         self.received: list[dict[str, Any]] = []
@@ -144,14 +146,18 @@ class ScriptedTab:
         self._pump = asyncio.ensure_future(self._read())
         if not hello:
             return None
-        return await self.request(
-            {
-                "request": "hello",
-                "client_id": self.client_id,
-                "protocol_version": 1,
-                "notebook_paths": list(self.notebooks),
-            }
-        )
+        message: dict[str, Any] = {
+            "request": "hello",
+            "client_id": self.client_id,
+            "protocol_version": 1,
+            "notebook_paths": list(self.notebooks),
+        }
+        if self.client_secret is not None:
+            message["client_secret"] = self.client_secret  # as the labextension does
+        reply = await self.request(message)
+        if reply.get("ok") and isinstance(reply.get("client_secret"), str):
+            self.client_secret = reply["client_secret"]
+        return reply
 
     async def disconnect(self) -> None:
         """Close the websocket (the tab goes away, or loses its network)."""

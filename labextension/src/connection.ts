@@ -300,6 +300,10 @@ export class CIConnection implements IDisposable {
       protocol_version: 1,
       notebook_paths: this._notebookPaths()
     };
+    if (this._clientSecret) {
+      // The server gave it at the first hello: only this tab can be this client id.
+      hello.client_secret = this._clientSecret;
+    }
     const pending: Private.IPending = {
       message: hello,
       resolve: reply => this._welcomed(reply),
@@ -312,6 +316,9 @@ export class CIConnection implements IDisposable {
   }
 
   private _welcomed(reply: IRequestAccepted): void {
+    if (reply.client_secret) {
+      this._clientSecret = reply.client_secret;
+    }
     this._ready = true;
     this._attempt = 0;
     this._setRuns(reply.runs ?? []);
@@ -441,6 +448,7 @@ export class CIConnection implements IDisposable {
   private _status: ConnectionStatus = 'disconnected';
   private _started = false;
   private _ready = false;
+  private _clientSecret: string | null = null;
   private _attempt = 0;
   private _retryTimer = 0;
   private _requests = 0;

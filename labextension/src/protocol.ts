@@ -650,7 +650,9 @@ export type ClientRequest =
 /**
  * The first message of a connection: who the tab is (client_id, stable across
  * its reconnects) and the notebooks it has open. The server replies with the
- * runs in progress.
+ * runs in progress and, the first time, the tab's client_secret: a later hello
+ * with the same client_id must carry it (nobody else can take the tab's place
+ * and its runs' calls).
  */
 export interface IHelloRequest {
   request: 'hello';
@@ -665,6 +667,11 @@ export interface IHelloRequest {
   client_id: string;
   protocol_version: 1;
   notebook_paths: string[];
+  /**
+   * The secret the server gave this client_id at its first hello (absent the
+   * first time).
+   */
+  client_secret?: string;
 }
 
 /**
@@ -683,6 +690,8 @@ export interface ISubscribeRequest {
 
 /**
  * A run the server knows of (active or queued), as every connected tab sees it.
+ * prompt is the start of the request, for the owner and tabs with the notebook
+ * open only ('' for others).
  */
 export interface IRunInfo {
   run_id: string;
@@ -731,8 +740,8 @@ export interface IPreview {
 
 /**
  * The server did what a client request asked. start_run: run_id and position (0
- * = running now); hello: runs and server_version; replay: the events follow
- * this reply.
+ * = running now); hello: runs, server_version and client_secret; replay: the
+ * events follow this reply.
  */
 export interface IRequestAccepted {
   reply_to: string;
@@ -744,6 +753,10 @@ export interface IRequestAccepted {
   position?: number;
   runs?: IRunInfo[];
   server_version?: string;
+  /**
+   * hello: the secret this client_id must show in its later hellos.
+   */
+  client_secret?: string;
   /**
    * A sentence for the user (e.g. why no model was called).
    */

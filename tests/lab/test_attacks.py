@@ -1,0 +1,184 @@
+"""Cases that failed under attack, through a real server: each tab acts only on its own runs, no
+tab takes another's place, run lists carry no one else's requests, every bad message gets an
+answer, and no piece of the key reaches a tab or the database."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jupyter_ci.server.app import JupyterCIServer
+from jupyter_ci.server.hub import PROMPT_SHOWN
+from jupyter_ci.server.runs import MAX_PROMPT_CHARS
+from jupyter_ci.testing import Fault, Reply, ScriptedModelServer
+from jupyter_ci.testing.lab_tab import ScriptedTab, code_cell
+
+from .support import finished, start_request
+
+TabFactory = Callable[..., ScriptedTab]
+KernelStarter = Callable[[], Awaitable[str]]
+
+LONG = "import time\nprint('started', flush=True)\ntime.sleep(600)"
+#: A key shaped like a real one (random letters: no piece of it is an English word).
+KEY = "sk-proj-q7RwX2vLm9TzB4nKc8YpD1sFh6GjA3uE5oWi0eZx"
+
+
+@pytest.fixture
+def server_key(monkeypatch: pytest.MonkeyPatch) -> str:
+    """jupyter-ci's key in the server's environment (this module's own)."""
+    monkeypatch.setenv("JUPYTER_CI_API_KEY", KEY)
+    return KEY
+
+
+async def _running(
+    model_server: ScriptedModelServer, start_kernel: KernelStarter, tab_factory: TabFactory
+) -> tuple[ScriptedTab, str, str]:
+    """A tab with a run of a long cell going (the kernel has begun the cell)."""
+    model_server.set_script([Reply.code(LONG), Reply.text("never")])
+    kernel_id = await start_kernel()
+    owner = tab_factory()
+    owner.open_notebook("a.ipynb", kernel_id, [code_cell("x = 1", "c0")])
+    await owner.connect()
+    reply = await owner.request(start_request("a.ipynb", kernel_id, "wait " + "a" * 500))
+    await owner.wait_until(lambda: len(owner.started_cells) == 1)
+    return owner, kernel_id, str(reply["run_id"])
+
+
+async def test_a_tab_acts_only_on_its_own_runs_and_cannot_take_another_tabs_place(
+    app: JupyterCIServer,
+    model_server: ScriptedModelServer,
+    start_kernel: KernelStarter,
+    tab_factory: TabFactory,
+) -> None:
+    owner, _, run_id = await _running(model_server, start_kernel, tab_factory)
+    other = tab_factory()  # another tab of the same user, with no notebook open
+    hello = await other.connect()
+    assert hello is not None
+    # It sees that a run is going, not what was asked.
+    [info] = hello["runs"]
+    assert (info["run_id"], info["prompt"]) == (run_id, "")
+    for message in (
+        {"request": "stop_run", "run_id": run_id},
+        {"request": "replay", "run_id": run_id, "after_seq": 0},
+        {"request": "review", "run_id": run_id, "cell_id": "c0", "decision": "run", "source": None},
+    ):
+        refused = await other.request(message)
+        assert refused["ok"] is False, message
+        assert refused["error"]["code"] == "not_your_run", message
+    # Saying hello as the owner (its client id) is refused: the run's calls stay with the owner.
+    thief = tab_factory(client_id=owner.client_id)
+    taken = await thief.connect()
+    assert taken is not None
+    assert (taken["ok"], taken["error"]["code"]) == (False, "client_taken")
+    # The owner, reconnecting with its secret, goes on and stops its own run.
+    await owner.disconnect()
+    again = await owner.connect()
+    assert again is not None
+    assert again["ok"] is True
+    stopped = await owner.request({"request": "stop_run", "run_id": run_id})
+    assert stopped["ok"] is True
+    end = await owner.wait_for_event(finished, run_id, timeout=60)
+    assert (end["state"], end["reason"]) == ("stopped", "user")
+    assert not any(m.get("method") == "run_cell" for m in thief.received)
+
+
+async def test_run_lists_carry_a_requests_start_only_to_tabs_of_its_notebook(
+    app: JupyterCIServer,
+    model_server: ScriptedModelServer,
+    start_kernel: KernelStarter,
+    tab_factory: TabFactory,
+) -> None:
+    owner, kernel_id, run_id = await _running(model_server, start_kernel, tab_factory)
+    same = tab_factory()
+    same.open_notebook("a.ipynb", kernel_id)
+    elsewhere = tab_factory()
+    for tab in (same, elsewhere):
+        await tab.connect()
+    await owner.request({"request": "stop_run", "run_id": run_id})
+    await owner.wait_for_event(finished, run_id, timeout=60)
+
+    def notices(tab: ScriptedTab) -> list[dict[str, Any]]:
+        return [m for m in tab.received if m.get("notice") == "runs" and m["runs"]]
+
+    await same.wait_until(lambda: bool(notices(same)))
+    await elsewhere.wait_until(lambda: bool(notices(elsewhere)))
+    seen = {info["prompt"] for notice in notices(same) for info in notice["runs"]}
+    assert seen == {("wait " + "a" * 500)[:PROMPT_SHOWN]}
+    assert {info["prompt"] for n in notices(elsewhere) for info in n["runs"]} == {""}
+    # A request longer than any model's context is refused with what to do, not stored.
+    long = await owner.request(start_request("a.ipynb", kernel_id, "x" * (MAX_PROMPT_CHARS + 1)))
+    assert (long["ok"], long["error"]["code"]) == (False, "prompt_too_long")
+    assert "Attach the data as a file" in long["error"]["hint"]
+
+
+async def test_every_bad_message_gets_an_answer_and_the_socket_goes_on(
+    app: JupyterCIServer,
+    model_server: ScriptedModelServer,
+    start_kernel: KernelStarter,
+    tab_factory: TabFactory,
+) -> None:
+    model_server.set_script([Reply.text("Nothing to run.")])
+    kernel_id = await start_kernel()
+    tab = tab_factory()
+    tab.open_notebook("a.ipynb", kernel_id)
+    await tab.connect()
+    # JSON nested 100,000 deep: an error notice, not a silent RecursionError in the log.
+    start = len(tab.received)
+    tab.send_raw("[" * 100_000 + "]" * 100_000)
+    notice = await tab.wait_for(lambda m: m.get("notice") == "error", start=start)
+    assert notice["error"]["code"] == "bad_message"
+    assert "nested too deeply" in notice["error"]["message"]
+    # An attachment path with a NUL character: the preview and the run answer, saying so.
+    request = start_request("a.ipynb", kernel_id, "look", attachments=["data\x00.csv"])
+    preview = await tab.request(
+        {
+            "request": "preview",
+            "notebook_path": "a.ipynb",
+            "kernel_id": kernel_id,
+            "prompt": "look",
+            "options": {},
+            "anchor_cell_id": None,
+            "attachments": ["data\x00.csv"],
+        }
+    )
+    assert preview["ok"] is True, preview
+    shown = json.dumps(preview["preview"]["messages"])
+    assert "is not a file name (it holds a NUL character)" in shown
+    started = await tab.request(request)
+    assert started["ok"] is True, started
+    end = await tab.wait_for_event(finished, started["run_id"], timeout=60)
+    assert end["state"] == "done"
+
+
+async def test_no_piece_of_the_key_reaches_a_tab_or_the_database(
+    app: JupyterCIServer,
+    model_server: ScriptedModelServer,
+    start_kernel: KernelStarter,
+    tab_factory: TabFactory,
+    tmp_path: Path,
+) -> None:
+    echoes = [KEY[4:-4], KEY.upper(), KEY[::-1]]
+    model_server.set_script(
+        [Reply.fail(Fault.auth(message=f"Incorrect API key provided: {echo}.")) for echo in echoes]
+    )
+    kernel_id = await start_kernel()
+    tab = tab_factory()
+    tab.open_notebook("a.ipynb", kernel_id)
+    await tab.connect()
+    for echo in echoes:
+        reply = await tab.request(start_request("a.ipynb", kernel_id, "hello"))
+        end = await tab.wait_for_event(finished, reply["run_id"], timeout=60)
+        assert (end["state"], end["reason"]) == ("failed", "model_error")
+        assert "Incorrect API key provided: [key]" in end["error"]["message"], echo
+    await app.store.close()  # everything written, so the file holds all there is
+    sent = json.dumps(tab.received).lower()
+    stored = (tmp_path / "conversations.sqlite").read_bytes().decode("utf-8", "replace").lower()
+    for start in range(len(KEY) - 5):
+        piece = KEY[start : start + 6].lower()
+        for text, where in ((sent, "sent to the tab"), (stored, "stored")):
+            assert piece not in text, (piece, where)
+            assert piece[::-1] not in text, (piece[::-1], where)
