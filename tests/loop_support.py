@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -44,13 +45,22 @@ class Recorder:
 
     def __init__(self) -> None:
         self.events: list[dict[str, Any]] = []
+        self._arrived = asyncio.Event()
 
     def __call__(self, event: dict[str, Any]) -> None:
         protocol.validate("RunEvent", event)
         self.events.append(event)
+        self._arrived.set()
 
     def of(self, kind: str) -> list[dict[str, Any]]:
         return [event for event in self.events if event["type"] == kind]
+
+    async def first(self, kind: str) -> dict[str, Any]:
+        """The first event of ``kind``, once the run emitted it."""
+        while not self.of(kind):
+            self._arrived.clear()
+            await self._arrived.wait()
+        return self.of(kind)[0]
 
 
 async def run_loop(

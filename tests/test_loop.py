@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
+from jupyter_ci.agent import loop
 from jupyter_ci.agent.loop import AgentRun, Approver, ReviewDecision, RunOutcome
 from jupyter_ci.agent.states import RunState
 from jupyter_ci.errors import BudgetExceeded, CellError, ModelError
@@ -268,11 +269,9 @@ async def stopped_while_running(
     task = asyncio.ensure_future(
         run_loop(workspace, server, "sleep", recorder=recorder, run_holder=holder)
     )
-    for _ in range(500):
-        if recorder.of("execution_started"):
-            break
-        await asyncio.sleep(0.02)
-    await asyncio.sleep(0.5)
+    await asyncio.wait_for(recorder.first("execution_started"), 60)
+    await asyncio.sleep(0.5)  # Stop while the cell runs; an earlier Stop works too, but the
+    # stubborn cell's test needs its code to be running to catch the first interrupt
     holder[0].stop()
     return await asyncio.wait_for(task, timeout)
 
@@ -309,6 +308,34 @@ async def test_stop_interrupts_again_a_cell_that_ignores_the_first_interrupt(
     assert [o["ename"] for o in cell.outputs if o["output_type"] == "error"] == [
         "KeyboardInterrupt"
     ]
+
+
+async def test_a_cell_that_ignores_every_interrupt_is_left_and_the_run_stops(
+    workspace: KernelWorkspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(loop, "STOP_INTERRUPT_EVERY", 0.2)  # the interrupts' pace, not the test's
+    deaf = (
+        "import time\n"
+        "while True:\n"
+        "    try:\n"
+        "        time.sleep(600)\n"
+        "    except KeyboardInterrupt:\n"
+        "        print('ignored', flush=True)"
+    )
+    recorder = Recorder()
+    holder: list[AgentRun] = []
+    with ScriptedModelServer([Reply.code(deaf), Reply.code("x = 1", times=None)]) as server:
+        task = asyncio.ensure_future(
+            run_loop(workspace, server, "sleep", recorder=recorder, run_holder=holder)
+        )
+        await asyncio.wait_for(recorder.first("execution_started"), 60)
+        holder[0].stop()
+        outcome = await asyncio.wait_for(task, 60)
+        assert len(server.chat_requests) == 1
+    assert (outcome.state, outcome.reason) == (RunState.STOPPED, "user")
+    [ended] = recorder.of("execution_finished")
+    assert (ended["status"], ended["digest"]) == ("interrupted", loop.ABANDONED)
+    assert recorder.of("finished")[0]["text"].startswith("jupyter-ci: stopped by the user")
 
 
 async def test_missing_package_is_proposed_not_installed(workspace: KernelWorkspace) -> None:

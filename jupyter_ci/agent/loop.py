@@ -48,7 +48,7 @@ from .outcome import RunOutcome, live_line, rejection_text
 from .packages import missing_package
 from .prompts import render
 from .states import RunState, RunStateMachine
-from .streaming import FenceStream
+from .streaming import FenceStream, Piece, code_pieces
 from .workspace import Execution, Workspace
 
 #: Receives each run event (a dict matching the protocol's RunEvent).
@@ -58,9 +58,13 @@ EventCallback = Callable[[dict[str, Any]], None]
 DIGEST_CHARS = 4000
 #: After Stop, the kernel is interrupted again every this many seconds while the cell still
 #: runs (an interrupt that reached the kernel before the cell's code, or code that catches
-#: KeyboardInterrupt), at most :data:`STOP_INTERRUPTS` times in all.
+#: KeyboardInterrupt), at most :data:`STOP_INTERRUPTS` times in all; a cell still running after
+#: that (or a request the kernel dropped: an interrupt that lands before the cell's code starts
+#: can end ipykernel's handling of it with no reply) is left, and the run ends stopped.
 STOP_INTERRUPT_EVERY = 2.0
 STOP_INTERRUPTS = 5
+#: What the run record says of a cell the run stopped waiting for.
+ABANDONED = "[the cell did not end after Stop interrupted it; the run stopped without waiting]"
 
 
 @dataclass(frozen=True)
@@ -185,6 +189,7 @@ class AgentRun:
         self._stop_reason = "user"
         self._stop_error: JupyterCIError | None = None
         self._executing = False
+        self._cell_task: asyncio.Future[Execution] | None = None
         self._interrupt_task: asyncio.Future[None] | None = None
         self._attempt: int | None = None
         self._started = time.monotonic()
@@ -215,6 +220,8 @@ class AgentRun:
             await asyncio.sleep(STOP_INTERRUPT_EVERY)
             if not self._executing:
                 return
+        if self._cell_task is not None:
+            self._cell_task.cancel()  # stop waiting: the run ends stopped (see _execute)
 
     # --- events -------------------------------------------------------------------------------
 
@@ -256,8 +263,6 @@ class AgentRun:
             self._move(RunState.GENERATING)
             if self.request.fix_cell_id is not None:
                 answer = await self._fix(self.request.fix_cell_id)
-                if answer:
-                    self.emit("message", role="assistant", text=answer)
                 raise _Finish(RunState.DONE, "fixed")
             messages = await self.conversation.opening(self.workspace, self.request.anchor_id)
             after_id = await self._insertion_point()
@@ -421,10 +426,26 @@ class AgentRun:
         )
         self.emit("execution_started", cell_id=cell_id, attempt=attempt)
         self._executing = True
+        self._cell_task = asyncio.ensure_future(
+            self.workspace.run_cell(cell_id, self.settings.timeout)
+        )
         try:
-            execution = await self.workspace.run_cell(cell_id, self.settings.timeout)
+            execution = await self._cell_task
+        except asyncio.CancelledError:
+            if not self._stopping:
+                raise
+            self.emit(
+                "execution_finished",
+                cell_id=cell_id,
+                status=CellStatus.INTERRUPTED.value,
+                execution_count=None,
+                digest=ABANDONED,
+                duration=None,
+            )
+            raise StoppedByUser() from None
         finally:
             self._executing = False
+            self._cell_task = None
         digest = self._digest(execution.outputs)
         self.emit(
             "execution_finished",
@@ -558,12 +579,16 @@ class AgentRun:
         wake = asyncio.Event()
         done = False
 
+        def show(pieces: list[Piece]) -> None:
+            for part, piece in pieces:
+                self.emit(
+                    "token", text=piece, cell_id=cell_id if part == "code" else None, part=part
+                )
+
         def on_text(text: str) -> None:
-            in_code = fence.in_code
-            code = fence.feed(text)
-            in_code = in_code or fence.in_code
-            part = "code" if in_code else "prose"
-            self.emit("token", text=text, cell_id=cell_id if in_code else None, part=part)
+            pieces = fence.feed(text)
+            show(pieces)
+            code = code_pieces(pieces)
             if code and streaming:
                 pending.append(code)
                 wake.set()
@@ -593,16 +618,22 @@ class AgentRun:
                 if self._stopping:
                     pump_task.cancel()
                 await asyncio.gather(pump_task, return_exceptions=True)
-        if streaming:
-            tail = fence.finish()
-            if tail and cell_id is not None:
-                await self.workspace.append_source(cell_id, tail)
+        last = fence.finish()
+        show(last)
+        tail = code_pieces(last)
+        if streaming and tail and cell_id is not None:
+            await self.workspace.append_source(cell_id, tail)
         code = code_of(reply)
         if cell_id is not None:
             streamed = fence.code
             final = code if code is not None else streamed
             await self.cells.rewrite(cell_id, streamed, final, 1, cause="streamed")
             code = final
+        if code is not None:
+            # What the model said around its code is part of the conversation too.
+            prose = _prose(reply.text)
+            if prose:
+                self.emit("message", role="assistant", text=prose)
         return reply, code, cell_id
 
     # --- helpers ------------------------------------------------------------------------------
