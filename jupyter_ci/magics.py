@@ -12,8 +12,7 @@ import importlib.util
 import os
 import sys
 import time
-from collections.abc import Mapping
-from datetime import datetime, timedelta, timezone
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class, no_var_expand
@@ -42,10 +41,10 @@ GENERATING_BELOW = "jupyter-ci is generating below; the following cells will run
 
 #: The one line shown in a cell held back because it was sent before a handoff.
 HELD_BACK = "jupyter-ci: held back; this cell runs when the generation above is done."
-#: Requests of the same tab sent up to this long after a handing-off %%ci belong to its batch.
-BATCH_WINDOW = timedelta(seconds=2)
-#: The hold on a tab's requests ends this long after a handoff at the latest.
-HOLD_LIMIT = 120.0
+#: The hold on a tab's requests after a handoff ends at the latest this long after it (seconds):
+#: the tab ends it at once when it sees the handoff (ARCHITECTURE.md, "Timing windows"); this
+#: is for a tab that went away right after sending the ``%%ci``.
+HOLD_LIMIT = 30.0
 
 
 class JupyterCIHeldBack(Exception):
@@ -64,22 +63,24 @@ class JupyterCIHeldBack(Exception):
 
 
 class HoldBatch:
-    """After a handoff, refuse the rest of the same tab's batch (an input transformer).
+    """After a handoff, refuse the rest of the same session's batch (an input transformer).
 
-    A request belongs to the batch when it comes from the same kernel session, was sent (by the
-    clock of the sender, as the ``%%ci`` request was) within :data:`BATCH_WINDOW` of the
-    ``%%ci``, and is not run by jupyter-ci itself (``metadata.jupyter_ci_resume``: a generated
-    cell or the batch's continuation). The batch was sent before anything jupyter-ci runs, so the
-    first such request (from any session: a server-side executor sends the batch from the
-    server's) ends the hold, as do the first request of that session sent after the window and
-    :data:`HOLD_LIMIT`.
+    The batch is what the ``%%ci``'s session sent before the tab saw the handoff: the tab then
+    sends jupyter-ci's own first request (``metadata.jupyter_ci_resume``: its mark of the batch's
+    end, a generated cell, or the batch's continuation), which arrives behind every request of
+    the batch on the same channel and ends the hold, from any session (a server-side executor
+    sends the batch from the server's session, the tab its mark from its own). Silent requests
+    and other sessions' requests pass; at the latest the hold ends :data:`HOLD_LIMIT` seconds
+    after the handoff.
     """
 
-    def __init__(self, shell: Any, session: str, sent: datetime) -> None:
+    def __init__(
+        self, shell: Any, session: str, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.shell = shell
         self.session = session
-        self.until = sent + BATCH_WINDOW
-        self.expires = time.monotonic() + HOLD_LIMIT
+        self._clock = clock
+        self.expires = clock() + HOLD_LIMIT
 
     def install(self) -> None:
         """Start holding (replacing an earlier hold)."""
@@ -95,7 +96,7 @@ class HoldBatch:
             cleanup.remove(self)
 
     def __call__(self, lines: list[str]) -> list[str]:
-        if time.monotonic() > self.expires:
+        if self._clock() > self.expires:
             self.remove()
             return lines
         parent = parent_request(self.shell)
@@ -103,32 +104,13 @@ class HoldBatch:
         content = parent.get("content") if isinstance(parent, Mapping) else None
         metadata = parent.get("metadata") if isinstance(parent, Mapping) else None
         if isinstance(metadata, Mapping) and metadata.get("jupyter_ci_resume"):
-            # From any session: with a server-side executor the batch comes from the server's
-            # session, and the tab runs its generated cells and continuation from its own.
-            self.remove()
+            self.remove()  # the batch's end
             return lines
         if not isinstance(header, Mapping) or header.get("session") != self.session:
             return lines
         if isinstance(content, Mapping) and content.get("silent"):
             return lines
-        sent = _date(header.get("date"))
-        if sent is None or sent > self.until:
-            self.remove()
-            return lines
         return ["raise __import__('jupyter_ci.magics').magics.JupyterCIHeldBack()\n"]
-
-
-def _date(value: Any) -> datetime | None:
-    """A message header's date as an aware datetime (None if it has none)."""
-    if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
-    if isinstance(value, str):
-        try:
-            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            return None
-        return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
-    return None
 
 
 class JupyterCIHandoff(Exception):
@@ -406,9 +388,8 @@ def hand_off(
         "kernel_session": str(session or ""),
     }
     display({HANDOFF_MIME: payload, "text/plain": HANDED_OFF}, raw=True)  # type: ignore[no-untyped-call]
-    sent = _date(header.get("date")) if isinstance(header, Mapping) else None
-    if sent is not None and session:
-        HoldBatch(shell, str(session), sent).install()
+    if session:
+        HoldBatch(shell, str(session)).install()
     raise JupyterCIHandoff()
 
 

@@ -6,12 +6,13 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 from IPython.utils.capture import capture_output
 
-from jupyter_ci import __version__
+from jupyter_ci import __version__, magics
 
 HEAVY = ("litellm", "openai", "tornado", "jupyter_server", "httpx", "ipywidgets")
 
@@ -159,3 +160,62 @@ def test_cell_magic_without_litellm_says_what_to_install(
     monkeypatch.setattr(importlib.util, "find_spec", find_spec)
     out = run(shell, "%%ci --model openai/x --api-base http://127.0.0.1:9/v1 plot\n")
     assert "needs litellm in this kernel's environment: %pip install jupyter-ci" in out
+
+
+# --- the hold on a handed-off batch (Run All) --------------------------------------------------
+
+
+class _Kernel:
+    """The part of ipykernel's kernel the hold reads: the request being handled."""
+
+    def __init__(self) -> None:
+        self.parent: dict[str, Any] = {}
+
+    def get_parent(self) -> dict[str, Any]:
+        return self.parent
+
+
+class _Shell:
+    def __init__(self) -> None:
+        self.kernel = _Kernel()
+        self.input_transformers_cleanup: list[Any] = []
+
+
+def _request(session: str, *, silent: bool = False, resume: bool = False) -> dict[str, Any]:
+    return {
+        "header": {"session": session, "msg_id": "m"},
+        "content": {"code": "x = 1", "silent": silent},
+        "metadata": {"jupyter_ci_resume": True} if resume else {},
+    }
+
+
+def _held(shell: _Shell, request: dict[str, Any]) -> bool:
+    shell.kernel.parent = request
+    lines = ["x = 1\n"]
+    for transformer in list(shell.input_transformers_cleanup):
+        lines = transformer(lines)
+    return "JupyterCIHeldBack" in "".join(lines)
+
+
+def test_a_handed_off_batch_is_held_until_jupyter_cis_own_first_request() -> None:
+    shell = _Shell()
+    magics.HoldBatch(shell, "tab-session").install()
+    # The rest of the batch (same session) is held; other sessions and silent requests pass.
+    assert _held(shell, _request("tab-session"))
+    assert _held(shell, _request("tab-session"))
+    assert not _held(shell, _request("console-session"))
+    assert not _held(shell, _request("tab-session", silent=True))
+    # The tab's mark of the batch's end (from any session) ends the hold, whatever the time.
+    assert not _held(shell, _request("server-session", resume=True))
+    assert shell.input_transformers_cleanup == []
+    assert not _held(shell, _request("tab-session"))
+
+
+def test_the_hold_ends_by_itself_when_no_tab_ends_it() -> None:
+    now = [100.0]
+    shell = _Shell()
+    magics.HoldBatch(shell, "tab-session", clock=lambda: now[0]).install()
+    assert _held(shell, _request("tab-session"))
+    now[0] += magics.HOLD_LIMIT + 0.1
+    assert not _held(shell, _request("tab-session"))
+    assert shell.input_transformers_cleanup == []

@@ -405,17 +405,29 @@ class ScriptedTab:
         await asyncio.gather(iopub(), shell())
 
     async def _execute(
-        self, kernel_id: str, code: str, *, silent: bool = False, **kwargs: Any
+        self,
+        kernel_id: str,
+        code: str,
+        *,
+        silent: bool = False,
+        own: bool = True,
+        user_expressions: dict[str, str] | None = None,
     ) -> ExecutionCollector:
+        """Send an execute request; ``own``: one of jupyter-ci's, marked as the labextension
+        marks them (``metadata.jupyter_ci_resume``: the kernel never holds it back)."""
         client = await self._kernel(kernel_id)
-        msg_id = client.execute(
-            code,
-            silent=silent,
-            store_history=not silent,
-            allow_stdin=False,
-            stop_on_error=False,
-            **kwargs,
-        )
+        content = {
+            "code": code,
+            "silent": silent,
+            "store_history": not silent,
+            "user_expressions": user_expressions or {},
+            "allow_stdin": False,
+            "stop_on_error": False,
+        }
+        metadata = {"jupyter_ci_resume": True} if own else {}
+        message = client.session.msg("execute_request", content, metadata=metadata)
+        client.shell_channel.send(message)
+        msg_id = message["header"]["msg_id"]
         collector = ExecutionCollector(msg_id, displays=self._displays, clock=time.time)
         self._collectors[msg_id] = collector
         return collector
@@ -425,7 +437,10 @@ class ScriptedTab:
     ) -> dict[str, Any]:
         cell = notebook.cell(cell_id)
         cell["outputs"] = []
-        collector = await self._execute(notebook.kernel_id, str(cell["source"]))
+        # A call's execution is jupyter-ci's own; run_user_cell's is the user's.
+        collector = await self._execute(
+            notebook.kernel_id, str(cell["source"]), own=call_id is not None
+        )
         announced = False
         while not collector.done:
             if collector.started and not announced and call_id is not None:

@@ -25,6 +25,7 @@ import { RunTracker } from './runs';
 import { ScheduleLog } from './scheduleLog';
 import { makeStatus } from './statusData';
 import { StatusOutputs } from './statusOutput';
+import { delay, untilCell } from './cellWatch';
 
 /**
  * The `%%ci` handoff, browser side (ARCHITECTURE.md, "The path of one
@@ -167,29 +168,34 @@ export class HandoffController implements IDisposable {
   ): Promise<void> {
     const expected = Private.key(kernel.id, cellId);
     await this._schedule.executed(panel.content, cellId);
-    const deadline = Date.now() + Private.OUTPUTS_SETTLE;
-    while (this._expected.has(expected) && Date.now() < deadline) {
-      const found = this._index.findCellAnywhere(cellId);
-      const payload = found ? Private.handoffIn(found.model) : null;
-      const watcher = this._watchers.get(panel.sessionContext);
-      if (payload && watcher) {
-        console.debug(
-          `jupyter-ci: the handoff of cell ${cellId} read from the cell (the kernel connection did not show it)`
-        );
-        await this._claim(watcher, {
-          kernel,
-          payload,
-          requestId: '',
-          session:
-            typeof payload.kernel_session === 'string'
-              ? payload.kernel_session
-              : '',
-          own: false
-        });
-        return;
-      }
-      await new Promise(resolve => window.setTimeout(resolve, 50));
+    // The executor writes the cell's outputs up to OUTPUTS_SETTLE after its end.
+    const shown = await untilCell(
+      this._index,
+      cellId,
+      model =>
+        !this._expected.has(expected) || Private.handoffIn(model) !== null,
+      delay(Private.OUTPUTS_SETTLE)
+    );
+    const found = this._index.findCellAnywhere(cellId);
+    const payload = found ? Private.handoffIn(found.model) : null;
+    const watcher = this._watchers.get(panel.sessionContext);
+    if (!shown || !payload || !watcher || !this._expected.has(expected)) {
+      return;
     }
+    console.debug(
+      `jupyter-ci: the handoff of cell ${cellId} read from the cell (the kernel connection did not show it)`
+    );
+    await this._claim(watcher, {
+      kernel,
+      payload,
+      requestId: '',
+      session:
+        typeof payload.kernel_session === 'string'
+          ? payload.kernel_session
+          : '',
+      own: false,
+      fromUserCICell: false
+    });
   }
 
   // --- watching kernels --------------------------------------------------------
@@ -244,11 +250,17 @@ export class HandoffController implements IDisposable {
     let request: Private.IClaim;
     if (seen.own) {
       if (
-        handoff.kernel_session &&
-        handoff.kernel_session !== seen.kernel.clientId
+        !seen.fromUserCICell ||
+        (handoff.kernel_session &&
+          handoff.kernel_session !== seen.kernel.clientId)
       ) {
+        // Only a `%%ci` cell of the notebook hands off, never code jupyter-ci
+        // runs (which could display the handoff's mime type).
         return;
       }
+      // The batch the `%%ci` came with (Run All) is what the kernel received
+      // before this: the kernel holds it back until it sees this mark.
+      Private.markBatchEnd(seen.kernel);
       request = {
         path: panel.context.path,
         cellId: handoff.cell_id,
@@ -264,6 +276,7 @@ export class HandoffController implements IDisposable {
       ) {
         return;
       }
+      Private.markBatchEnd(seen.kernel);
       const notebook = panel.content;
       request = {
         path: panel.context.path,
@@ -373,12 +386,8 @@ export class HandoffController implements IDisposable {
     notebook: Notebook,
     cellId: string
   ): Promise<void> {
-    let deadline = Number.POSITIVE_INFINITY;
-    let ended = false;
     const earlier = this._statusOutputs.get(cellId);
-    void this._schedule.executed(notebook, cellId).then(() => {
-      ended = true;
-      deadline = Date.now() + Private.OUTPUTS_SETTLE;
+    const ended = this._schedule.executed(notebook, cellId).then(() => {
       const found = this._index.findCellAnywhere(cellId);
       const status = this._statusOutputs.get(cellId);
       if (
@@ -390,13 +399,13 @@ export class HandoffController implements IDisposable {
         this._statusOutputs.write(cellId, status);
       }
     });
-    while (!ended || Date.now() < deadline) {
-      const found = this._index.findCellAnywhere(cellId);
-      if (!found || Private.stoppedTheQueue(found.model)) {
-        return;
-      }
-      await new Promise(resolve => window.setTimeout(resolve, 50));
-    }
+    // The outputs may come up to OUTPUTS_SETTLE after the end, or before it.
+    await untilCell(
+      this._index,
+      cellId,
+      Private.stoppedTheQueue,
+      ended.then(() => delay(Private.OUTPUTS_SETTLE))
+    );
   }
 
   /**
@@ -589,9 +598,37 @@ namespace Private {
   export const EXPECT_TIMEOUT = 2_000;
 
   /**
-   * How long the outputs of a server-executed `%%ci` may lag its end (ms).
+   * How long the outputs of a server-executed `%%ci` may lag its end (ms):
+   * the executor's page learns of the end by polling (up to a second), then
+   * writes them (ARCHITECTURE.md, "Timing windows"). A deadline, not a poll:
+   * the outputs are awaited through their change events.
    */
   export const OUTPUTS_SETTLE = 2_000;
+
+  /**
+   * Tell the kernel the batch of the handoff just seen has ended: a silent
+   * request of jupyter-ci's own (`metadata.jupyter_ci_resume`), behind every
+   * request this tab sent so far on the same channel. The kernel holds back
+   * requests of the `%%ci`'s session until it receives one.
+   */
+  export function markBatchEnd(kernel: Kernel.IKernelConnection): void {
+    try {
+      kernel.requestExecute(
+        {
+          code: 'pass',
+          silent: true,
+          store_history: false,
+          allow_stdin: false,
+          stop_on_error: false
+        },
+        true,
+        { [RESUME_METADATA_KEY]: true }
+      );
+    } catch (error) {
+      // The kernel went away; its hold went with it.
+      console.debug('jupyter-ci: could not mark the end of a batch', error);
+    }
+  }
 
   /**
    * The handoff payload among the cell's outputs, if any.

@@ -4,7 +4,7 @@ import { IDisposable } from '@lumino/disposable';
 import { ISignal, Signal } from '@lumino/signaling';
 
 import { Conditions } from './conditions';
-import { HELD_BACK_ERROR_NAME } from './constants';
+import { HELD_BACK_ERROR_NAME, METADATA_KEY } from './constants';
 import { HANDOFF_MIME } from './protocolConstants';
 
 /**
@@ -29,6 +29,13 @@ export interface IHandoffSeen {
    * another tab, or a server-side executor such as jupyter-server-nbmodel).
    */
   own: boolean;
+  /**
+   * Whether this connection sent the request as a `%%ci` cell of the
+   * notebook (stamped with this connection's client id; jupyter-ci's own
+   * executions of generated cells never are). A handoff from anything else
+   * (generated code that displays the handoff's mime type) is never claimed.
+   */
+  fromUserCICell: boolean;
 }
 
 /**
@@ -185,10 +192,15 @@ export class KernelWatcher implements IDisposable {
       args.direction === 'send' &&
       msg.header.msg_type === 'execute_request'
     ) {
-      const cellId = (msg.metadata as { cellId?: unknown }).cellId;
+      const metadata = msg.metadata as Record<string, unknown>;
+      const cellId = metadata.cellId;
+      const stamp = metadata[METADATA_KEY] as { client?: unknown } | undefined;
       this._log.set(msg.header.msg_id, {
         order: ++this._clock,
         cellId: typeof cellId === 'string' ? cellId : null,
+        // Only a `%%ci` cell of the notebook carries the stamp: jupyter-ci's own
+        // executions of generated cells never do (execute.ts drops it).
+        userCICell: stamp?.client === this._kernel?.clientId,
         reply: null,
         replyOrder: null,
         idle: false
@@ -238,7 +250,8 @@ export class KernelWatcher implements IDisposable {
         payload: msg.content.data[HANDOFF_MIME],
         requestId: parent.msg_id,
         session: parent.session ?? '',
-        own: parent.session === kernel.clientId
+        own: parent.session === kernel.clientId,
+        fromUserCICell: this._log.get(parent.msg_id)?.userCICell === true
       });
     }
   };
@@ -275,6 +288,10 @@ namespace Private {
      */
     order: number;
     cellId: string | null;
+    /**
+     * Sent as a `%%ci` cell of the notebook (stamped with the client id).
+     */
+    userCICell: boolean;
     reply: IReplySeen | null;
     /**
      * When its reply arrived, on the same clock.
