@@ -1,8 +1,7 @@
 import { ISessionContext, Notification } from '@jupyterlab/apputils';
-import { Cell, CodeCell, ICellModel, ICodeCellModel } from '@jupyterlab/cells';
+import { Cell, ICellModel, ICodeCellModel } from '@jupyterlab/cells';
 import { Notebook, NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
 import { Kernel } from '@jupyterlab/services';
-import { PromiseDelegate } from '@lumino/coreutils';
 import { IDisposable } from '@lumino/disposable';
 
 import {
@@ -11,6 +10,9 @@ import {
   OutgoingRequest,
   RequestRefusedError
 } from './connection';
+import { delay, untilCell } from './cellWatch';
+import { Continuation, IClaim, claimKey } from './continuation';
+import { readHandoff, versionMismatch } from './handoffPayload';
 import {
   HANDOFF_ERROR_NAME,
   isCICell,
@@ -25,7 +27,6 @@ import { RunTracker } from './runs';
 import { ScheduleLog } from './scheduleLog';
 import { makeStatus } from './statusData';
 import { StatusOutputs } from './statusOutput';
-import { delay, untilCell } from './cellWatch';
 
 /**
  * The `%%ci` handoff, browser side (ARCHITECTURE.md, "The path of one
@@ -63,6 +64,11 @@ export class HandoffController implements IDisposable {
     this._statusOutputs = options.statusOutputs;
     this._userOptions = options.userOptions;
     this._schedule = new ScheduleLog();
+    this._continuation = new Continuation(
+      this._index,
+      this._statusOutputs,
+      (panel, model) => this.stamp(panel, model)
+    );
     NotebookActions.executionScheduled.connect(this._onScheduled);
     this._index.tracker.widgetAdded.connect(this._onPanel);
     this._index.tracker.forEach(panel => this._watch(panel));
@@ -131,7 +137,7 @@ export class HandoffController implements IDisposable {
       return;
     }
     const cellId = model.id;
-    this._expected.add(Private.key(kernel.id, cellId));
+    this._expected.add(claimKey(kernel.id, cellId));
     this._connection
       .request(
         {
@@ -166,7 +172,7 @@ export class HandoffController implements IDisposable {
     kernel: Kernel.IKernelConnection,
     cellId: string
   ): Promise<void> {
-    const expected = Private.key(kernel.id, cellId);
+    const expected = claimKey(kernel.id, cellId);
     await this._schedule.executed(panel.content, cellId);
     // The executor writes the cell's outputs up to OUTPUTS_SETTLE after its end.
     const shown = await untilCell(
@@ -236,7 +242,7 @@ export class HandoffController implements IDisposable {
     watcher: KernelWatcher,
     seen: IHandoffSeen
   ): Promise<void> {
-    const handoff = Private.readHandoff(seen.payload);
+    const handoff = readHandoff(seen.payload);
     if (!handoff || this._claimed.has(handoff.nonce)) {
       return;
     }
@@ -246,8 +252,8 @@ export class HandoffController implements IDisposable {
     if (!panel) {
       return;
     }
-    const expected = Private.key(seen.kernel.id, handoff.cell_id);
-    let request: Private.IClaim;
+    const expected = claimKey(seen.kernel.id, handoff.cell_id);
+    let request: IClaim;
     if (seen.own) {
       if (
         !seen.fromUserCICell ||
@@ -294,7 +300,7 @@ export class HandoffController implements IDisposable {
         request.cellId,
         makeStatus({
           state: 'unavailable',
-          error: Private.versionMismatch(handoff)
+          error: versionMismatch(handoff)
         })
       );
       return;
@@ -311,7 +317,7 @@ export class HandoffController implements IDisposable {
    * started (refused, or not needed; the held-back cells are handled).
    */
   private async _start(
-    claim: Private.IClaim,
+    claim: IClaim,
     handoff: IHandoff,
     kernelId: string
   ): Promise<string | null> {
@@ -351,13 +357,13 @@ export class HandoffController implements IDisposable {
       reply = await request;
     } catch (error) {
       this._refused(cellId, path, error);
-      await this._holdBack(claim, 'was not started');
+      await this._continuation.holdBack(claim, 'was not started');
       return null;
     }
     const note = reply.note ?? null;
     if (!reply.run_id) {
       this._statusOutputs.write(cellId, makeStatus({ state: 'reused', note }));
-      await this._continue(claim);
+      await this._continuation.continue(claim);
       return null;
     }
     this._runs.track(reply.run_id, path, cellId);
@@ -412,15 +418,15 @@ export class HandoffController implements IDisposable {
    * Once the run has ended: run the held-back cells if it is done, else say
    * they did not run; tell the user if the notebook was closed meanwhile.
    */
-  private async _follow(claim: Private.IClaim, runId: string): Promise<void> {
+  private async _follow(claim: IClaim, runId: string): Promise<void> {
     const view = await this._runs.whenFinished(runId);
     if (!this._index.findCellAnywhere(claim.cellId)) {
       Private.notifyAway(claim.path, view.text);
     }
     if (view.state === 'done') {
-      await this._continue(claim);
+      await this._continuation.continue(claim);
     } else {
-      await this._holdBack(claim, 'did not finish');
+      await this._continuation.holdBack(claim, 'did not finish');
     }
   }
 
@@ -445,103 +451,6 @@ export class HandoffController implements IDisposable {
     }
   }
 
-  // --- Run All -------------------------------------------------------------------
-
-  /**
-   * The cells this request held back: those the kernel aborted after the
-   * `%%ci` cell, and those an earlier continuation handed on to it.
-   */
-  private async _heldBack(claim: Private.IClaim): Promise<string[]> {
-    const aborted = await claim.aborted();
-    const key = Private.key(claim.path, claim.cellId);
-    const handedOn = (await this._handedOn.get(key)?.promise) ?? [];
-    this._handedOn.delete(key);
-    return [...aborted, ...handedOn.filter(id => !aborted.includes(id))];
-  }
-
-  private async _holdBack(claim: Private.IClaim, why: string): Promise<void> {
-    const cells = await this._heldBack(claim);
-    if (cells.length) {
-      this._statusOutputs.amend(claim.cellId, {
-        continuation: `${Private.count(cells.length)} after this one did not run: the request ${why}.`
-      });
-    }
-  }
-
-  private async _continue(claim: Private.IClaim): Promise<void> {
-    const cells = await this._heldBack(claim);
-    if (!cells.length) {
-      return;
-    }
-    const total = Private.count(cells.length);
-    this._statusOutputs.amend(claim.cellId, {
-      continuation: `running the ${total} after this one that waited for it…`
-    });
-    const outcome = await this._runCells(claim.path, cells);
-    const said: Record<string, string> = {
-      ran: `ran the ${total} after this one that waited for it.`,
-      failed: `ran the cells after this one until one failed (of ${total}).`,
-      handed_on: `ran the cells after this one up to the next %%ci, which runs the rest.`,
-      stopped: `the ${total} after this one did not all run: the notebook or its kernel went away.`
-    };
-    this._statusOutputs.amend(claim.cellId, { continuation: said[outcome] });
-  }
-
-  /**
-   * Run cells in order, as Run All would have: stop at an error; a `%%ci`
-   * that hands off carries the rest with it.
-   */
-  private async _runCells(
-    path: string,
-    cellIds: string[]
-  ): Promise<'ran' | 'failed' | 'handed_on' | 'stopped'> {
-    for (let i = 0; i < cellIds.length; i++) {
-      const found = this._index.findCell(path, cellIds[i]);
-      if (!found || found.model.type !== 'code') {
-        continue; // deleted meanwhile, or no longer code
-      }
-      const widget = this._index
-        .cellWidgets(path, cellIds[i])
-        .find(w => w instanceof CodeCell);
-      if (!(widget instanceof CodeCell)) {
-        continue;
-      }
-      const panel = found.panel;
-      const magic = isCICell(found.model.sharedModel.getSource());
-      const rest = new PromiseDelegate<string[]>();
-      const key = Private.key(path, cellIds[i]);
-      if (magic) {
-        this.stamp(panel, found.model);
-        this._handedOn.set(key, rest);
-      }
-      let status: string;
-      let ename: string | undefined;
-      try {
-        const reply = await CodeCell.execute(widget, panel.sessionContext, {
-          deletedCells: [],
-          recordTiming: panel.content.notebookConfig.recordTiming,
-          // The kernel holds back the rest of a handed-off batch; not this.
-          [RESUME_METADATA_KEY]: true
-        });
-        status = reply?.content.status ?? 'ok';
-        ename =
-          reply && 'ename' in reply.content ? reply.content.ename : undefined;
-      } catch {
-        rest.resolve([]);
-        return 'stopped';
-      }
-      if (magic && status === 'error' && ename === HANDOFF_ERROR_NAME) {
-        rest.resolve(cellIds.slice(i + 1));
-        return 'handed_on';
-      }
-      rest.resolve([]);
-      if (status !== 'ok') {
-        return 'failed';
-      }
-    }
-    return 'ran';
-  }
-
   private readonly _index: NotebookIndex;
   private readonly _connection: CIConnection;
   private readonly _runs: RunTracker;
@@ -554,7 +463,7 @@ export class HandoffController implements IDisposable {
    */
   private readonly _expected = new Set<string>();
   private readonly _schedule: ScheduleLog;
-  private readonly _handedOn = new Map<string, PromiseDelegate<string[]>>();
+  private readonly _continuation: Continuation;
   private _isDisposed = false;
 }
 
@@ -575,17 +484,6 @@ export namespace HandoffController {
 }
 
 namespace Private {
-  /**
-   * A claimed handoff: where its `%%ci` cell is, and how to learn when the
-   * kernel is done with it and which cells its queue stop held back.
-   */
-  export interface IClaim {
-    path: string;
-    cellId: string;
-    done: () => Promise<void>;
-    aborted: () => Promise<string[]>;
-  }
-
   /**
    * How long a claim waits for the socket to the server (ms).
    */
@@ -665,58 +563,6 @@ namespace Private {
       }
     }
     return false;
-  }
-
-  export function key(path: string, cellId: string): string {
-    return `${path}\n${cellId}`;
-  }
-
-  export function count(cells: number): string {
-    return cells === 1 ? '1 cell' : `${cells} cells`;
-  }
-
-  /**
-   * The handoff payload, if it has the fields a claim needs.
-   */
-  export function readHandoff(value: unknown): IHandoff | null {
-    if (typeof value !== 'object' || value === null) {
-      return null;
-    }
-    const data = value as Partial<IHandoff>;
-    if (
-      typeof data.nonce !== 'string' ||
-      typeof data.cell_id !== 'string' ||
-      typeof data.prompt !== 'string'
-    ) {
-      return null;
-    }
-    return {
-      version: data.version as IHandoff['version'],
-      prompt: data.prompt,
-      options: Private.object(data.options),
-      cell_id: data.cell_id,
-      nonce: data.nonce,
-      jupyter_ci_version: String(data.jupyter_ci_version ?? 'unknown'),
-      session_options: Private.object(data.session_options),
-      regenerate: data.regenerate === true,
-      kernel_session: String(data.kernel_session ?? '')
-    };
-  }
-
-  export function object(value: unknown): Record<string, unknown> {
-    return typeof value === 'object' && value !== null && !Array.isArray(value)
-      ? (value as Record<string, unknown>)
-      : {};
-  }
-
-  export function versionMismatch(handoff: IHandoff): IErrorInfo {
-    return {
-      code: 'version_mismatch',
-      message:
-        `The kernel's jupyter-ci (${handoff.jupyter_ci_version}) speaks handoff ` +
-        `version ${String(handoff.version)}; this JupyterLab speaks version ${PROTOCOL_VERSION}.`,
-      hint: 'Install the same jupyter-ci version in the kernel’s environment and in JupyterLab’s.'
-    };
   }
 
   /**
