@@ -23,6 +23,7 @@ from .config import environment_values
 from .errors import ConfigError, JupyterCIError
 from .options import OPTIONS, option
 from .settings import Layer, Settings, resolve_settings
+from .vocabulary import constant
 
 #: Set to 1 (or true) to make ``%%ci`` do nothing, e.g. for unattended re-runs of a notebook.
 DISABLE_ENV = "JUPYTER_CI_DISABLE"
@@ -103,7 +104,7 @@ class HoldBatch:
         header = parent.get("header") if isinstance(parent, Mapping) else None
         content = parent.get("content") if isinstance(parent, Mapping) else None
         metadata = parent.get("metadata") if isinstance(parent, Mapping) else None
-        if isinstance(metadata, Mapping) and metadata.get("jupyter_ci_resume"):
+        if isinstance(metadata, Mapping) and metadata.get(constant("ResumeMetadataKey")):
             self.remove()  # the batch's end
             return lines
         if not isinstance(header, Mapping) or header.get("session") != self.session:

@@ -14,9 +14,11 @@ from typing import Any, Literal
 
 from typing_extensions import NotRequired, TypedDict
 
-PROTOCOL_VERSION = 1
+from .vocabulary import constant
+
+PROTOCOL_VERSION: int = constant("ProtocolVersion")
 #: The mime type of the ``%%ci`` handoff output.
-HANDOFF_MIME = "application/vnd.jupyter-ci.handoff+json"
+HANDOFF_MIME: str = constant("HandoffMime")
 
 RunStateName = Literal[
     "queued", "generating", "awaiting_approval", "executing", "fixing", "done", "failed", "stopped"

@@ -15,13 +15,14 @@ from __future__ import annotations
 import json
 import re
 from functools import cache
-from importlib import resources
 from typing import Any
 
 
 @cache
 def definitions() -> dict[str, Any]:
     """The schema's ``$defs`` (read once)."""
+    from importlib import resources  # here: %load_ext imports this module, not this
+
     text = resources.files("jupyter_ci").joinpath("schema/protocol.schema.json").read_text("utf-8")
     defs: dict[str, Any] = json.loads(text)["$defs"]
     return defs
@@ -57,6 +58,11 @@ def reason_words() -> dict[str, str]:
 def cell_status_labels() -> dict[str, str]:
     """The label shown for each way a cell's execution can end (``timed_out`` → "Timed out")."""
     return _choices("CellStatus")
+
+
+def constant(name: str) -> Any:
+    """The value of one of the schema's constants (``HandoffMime``, ``ResumeMetadataKey``, ...)."""
+    return definitions()[name]["const"]
 
 
 @cache

@@ -27,6 +27,7 @@
 //   counterpart and are noted in the doc comments;
 // - `IProtocolDefinitions` maps every definition's schema name to its type;
 // - the values Python and TypeScript must agree on become constants too: a
+//   `const` definition gives `<NAME>` (its value), a
 //   string `enum` definition gives `<NAME>_VALUES` (its values, in order), a
 //   `oneOf` of `const`s with a `title` each (or of `$ref`s to such
 //   definitions) gives `<NAME>_TITLES` (the words shown for each value), and
@@ -392,6 +393,15 @@ class Generator {
     const def = this.defs[name];
     const where = `#/$defs/${name}`;
     const constant = upperSnake(name);
+    if (
+      def.const !== undefined &&
+      Object.keys(def).every(k => ['const', 'description'].includes(k))
+    ) {
+      return [
+        doc(def.description, ''),
+        `export const ${constant}: ${name} = ${literal(def.const, `#/$defs/${name}`)};`
+      ];
+    }
     if (def.type === 'string' && Array.isArray(def.enum)) {
       return [
         doc(`The values of \`${name}\`, in the schema's order.`, ''),

@@ -41,7 +41,17 @@ CHOICES = {
     "StoppedReason": sorted(END_REASONS[RunState.STOPPED]),
 }
 #: Read by jupyter_ci.vocabulary (tested in test_vocabulary.py).
-VOCABULARY = {"EndReason", "CICellPattern"}
+VOCABULARY = {
+    "EndReason",
+    "CICellPattern",
+    "ProtocolVersion",
+    "HandoffMime",
+    "StatusMime",
+    "HandoffErrorName",
+    "HeldBackErrorName",
+    "ResumeMetadataKey",
+    "CellMetadataKey",
+}
 OPAQUE = {"Output"}  # nbformat's own output shapes, passed through as dicts
 
 

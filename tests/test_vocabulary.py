@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_ci import vocabulary
+from jupyter_ci import magics, protocol, vocabulary
 from jupyter_ci.agent.outcome import RunOutcome, end_words
 from jupyter_ci.agent.states import RunState
 from jupyter_ci.models.base import TokenUsage
@@ -63,3 +63,10 @@ def test_the_status_line_uses_the_schemas_words() -> None:
     assert end_words(RunState.DONE, "answered") == "done"
     assert end_words(RunState.STOPPED, "user") == "stopped by the user"
     assert end_words(RunState.STOPPED, "kernel_shutdown") == "stopped (the kernel was shut down)"
+
+
+def test_the_kernel_sides_names_are_the_schemas() -> None:
+    assert magics.JupyterCIHandoff.__name__ == vocabulary.constant("HandoffErrorName")
+    assert magics.JupyterCIHeldBack.__name__ == vocabulary.constant("HeldBackErrorName")
+    assert vocabulary.constant("HandoffMime") == protocol.HANDOFF_MIME
+    assert protocol.PROTOCOL_VERSION == vocabulary.constant("ProtocolVersion") == 1

@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..vocabulary import constant
 from ..workspaces.kernel_exec import DisplayRegistry, ExecutionCollector
 
 #: Makes an (async, started) jupyter_client kernel client for a kernel id.
@@ -424,7 +425,7 @@ class ScriptedTab:
             "allow_stdin": False,
             "stop_on_error": False,
         }
-        metadata = {"jupyter_ci_resume": True} if own else {}
+        metadata = {constant("ResumeMetadataKey"): True} if own else {}
         message = client.session.msg("execute_request", content, metadata=metadata)
         client.shell_channel.send(message)
         msg_id = message["header"]["msg_id"]

@@ -2,7 +2,7 @@ import { Cell } from '@jupyterlab/cells';
 import { NotebookPanel } from '@jupyterlab/notebook';
 import { PanelLayout, Widget } from '@lumino/widgets';
 
-import { METADATA_KEY } from './constants';
+import { CELL_METADATA_KEY as METADATA_KEY } from './protocol';
 import { NotebookIndex } from './notebooks';
 
 /**

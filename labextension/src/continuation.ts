@@ -2,7 +2,8 @@ import { ICellModel, CodeCell } from '@jupyterlab/cells';
 import { NotebookPanel } from '@jupyterlab/notebook';
 import { PromiseDelegate } from '@lumino/coreutils';
 
-import { HANDOFF_ERROR_NAME, isCICell, RESUME_METADATA_KEY } from './constants';
+import { isCICell } from './constants';
+import { HANDOFF_ERROR_NAME, RESUME_METADATA_KEY } from './protocol';
 import { NotebookIndex } from './notebooks';
 import { StatusOutputs } from './statusOutput';
 

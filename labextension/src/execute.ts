@@ -4,7 +4,10 @@ import type * as nbformat from '@jupyterlab/nbformat';
 import { Kernel, KernelMessage } from '@jupyterlab/services';
 import type { JSONObject } from '@lumino/coreutils';
 
-import { METADATA_KEY, RESUME_METADATA_KEY } from './constants';
+import {
+  CELL_METADATA_KEY as METADATA_KEY,
+  RESUME_METADATA_KEY
+} from './protocol';
 import type { ReplyStatus } from './protocol';
 
 /**

@@ -13,16 +13,17 @@ import {
 import { delay, untilCell } from './cellWatch';
 import { Continuation, IClaim, claimKey } from './continuation';
 import { readHandoff, versionMismatch } from './handoffPayload';
-import {
-  HANDOFF_ERROR_NAME,
-  isCICell,
-  METADATA_KEY,
-  RESUME_METADATA_KEY
-} from './constants';
+import { isCICell } from './constants';
 import { IHandoffSeen, KernelWatcher } from './kernelWatch';
 import { NotebookIndex } from './notebooks';
+import {
+  CELL_METADATA_KEY as METADATA_KEY,
+  HANDOFF_ERROR_NAME,
+  HANDOFF_MIME,
+  PROTOCOL_VERSION,
+  RESUME_METADATA_KEY
+} from './protocol';
 import type { IErrorInfo, IHandoff } from './protocol';
-import { HANDOFF_MIME, PROTOCOL_VERSION } from './protocolConstants';
 import { RunTracker } from './runs';
 import { ScheduleLog } from './scheduleLog';
 import { makeStatus } from './statusData';

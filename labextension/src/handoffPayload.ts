@@ -1,5 +1,5 @@
 import type { IErrorInfo, IHandoff } from './protocol';
-import { PROTOCOL_VERSION } from './protocolConstants';
+import { PROTOCOL_VERSION } from './protocol';
 
 /**
  * The handoff payload, if it has the fields a claim needs.

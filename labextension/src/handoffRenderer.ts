@@ -1,7 +1,7 @@
 import { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 import { Widget } from '@lumino/widgets';
 
-import { HANDOFF_MIME } from './protocolConstants';
+import { HANDOFF_MIME } from './protocol';
 
 /**
  * Shows a `%%ci` handoff output as a small chip. It only displays: the claim

@@ -4,8 +4,11 @@ import { IDisposable } from '@lumino/disposable';
 import { ISignal, Signal } from '@lumino/signaling';
 
 import { Conditions } from './conditions';
-import { HELD_BACK_ERROR_NAME, METADATA_KEY } from './constants';
-import { HANDOFF_MIME } from './protocolConstants';
+import {
+  CELL_METADATA_KEY as METADATA_KEY,
+  HELD_BACK_ERROR_NAME
+} from './protocol';
+import { HANDOFF_MIME } from './protocol';
 
 /**
  * A `%%ci` handoff output seen on a notebook's kernel connection.

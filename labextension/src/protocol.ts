@@ -94,6 +94,47 @@ export type ReplyStatus = 'ok' | 'error' | 'aborted';
 export type CICellPattern = string;
 
 /**
+ * The protocol's version, as a handoff's version says it.
+ */
+export type ProtocolVersion = 1;
+
+/**
+ * The mime type of the %%ci magic's handoff output (a Handoff).
+ */
+export type HandoffMime = 'application/vnd.jupyter-ci.handoff+json';
+
+/**
+ * The mime type of the status output jupyter-ci keeps in a %%ci cell, next to a
+ * text/plain line for other frontends.
+ */
+export type StatusMime = 'application/vnd.jupyter-ci.status+json';
+
+/**
+ * The exception the magic raises after a handoff, so the kernel stops the cells
+ * queued after the %%ci cell.
+ */
+export type HandoffErrorName = 'JupyterCIHandoff';
+
+/**
+ * The error of a cell the kernel held back: sent with a handing-off %%ci (Run
+ * All), it runs after the generated cells.
+ */
+export type HeldBackErrorName = 'JupyterCIHeldBack';
+
+/**
+ * Request metadata saying jupyter-ci itself runs the request (a generated cell,
+ * the mark of a batch's end, the batch's continuation): the kernel never holds
+ * it back.
+ */
+export type ResumeMetadataKey = 'jupyter_ci_resume';
+
+/**
+ * jupyter-ci's key in cell metadata: the stamp of a %%ci cell ({client}) or the
+ * hint on a generated cell ({run_id, ...}).
+ */
+export type CellMetadataKey = 'jupyter_ci';
+
+/**
  * An error as users and programs see it: a stable code, a message and what to
  * do.
  */
@@ -872,6 +913,13 @@ export interface IProtocolDefinitions {
   CellStatus: CellStatus;
   ReplyStatus: ReplyStatus;
   CICellPattern: CICellPattern;
+  ProtocolVersion: ProtocolVersion;
+  HandoffMime: HandoffMime;
+  StatusMime: StatusMime;
+  HandoffErrorName: HandoffErrorName;
+  HeldBackErrorName: HeldBackErrorName;
+  ResumeMetadataKey: ResumeMetadataKey;
+  CellMetadataKey: CellMetadataKey;
   ErrorInfo: IErrorInfo;
   Usage: IUsage;
   Output: IOutput;
@@ -1043,3 +1091,45 @@ export const REPLY_STATUS_VALUES: readonly ReplyStatus[] = [
  * `CICellPattern` as a regular expression.
  */
 export const CI_CELL_PATTERN = new RegExp('^\\s*%%ci(?:\\s|$)');
+
+/**
+ * The protocol's version, as a handoff's version says it.
+ */
+export const PROTOCOL_VERSION: ProtocolVersion = 1;
+
+/**
+ * The mime type of the %%ci magic's handoff output (a Handoff).
+ */
+export const HANDOFF_MIME: HandoffMime =
+  'application/vnd.jupyter-ci.handoff+json';
+
+/**
+ * The mime type of the status output jupyter-ci keeps in a %%ci cell, next to a
+ * text/plain line for other frontends.
+ */
+export const STATUS_MIME: StatusMime = 'application/vnd.jupyter-ci.status+json';
+
+/**
+ * The exception the magic raises after a handoff, so the kernel stops the cells
+ * queued after the %%ci cell.
+ */
+export const HANDOFF_ERROR_NAME: HandoffErrorName = 'JupyterCIHandoff';
+
+/**
+ * The error of a cell the kernel held back: sent with a handing-off %%ci (Run
+ * All), it runs after the generated cells.
+ */
+export const HELD_BACK_ERROR_NAME: HeldBackErrorName = 'JupyterCIHeldBack';
+
+/**
+ * Request metadata saying jupyter-ci itself runs the request (a generated cell,
+ * the mark of a batch's end, the batch's continuation): the kernel never holds
+ * it back.
+ */
+export const RESUME_METADATA_KEY: ResumeMetadataKey = 'jupyter_ci_resume';
+
+/**
+ * jupyter-ci's key in cell metadata: the stamp of a %%ci cell ({client}) or the
+ * hint on a generated cell ({run_id, ...}).
+ */
+export const CELL_METADATA_KEY: CellMetadataKey = 'jupyter_ci';

@@ -1,7 +1,7 @@
 import type * as nbformat from '@jupyterlab/nbformat';
 import type { PartialJSONObject } from '@lumino/coreutils';
 
-import { STATUS_MIME } from './constants';
+import { STATUS_MIME } from './protocol';
 import { TERMINAL_RUN_STATE_VALUES } from './protocol';
 import type { IErrorInfo, IRunSummary, RunState } from './protocol';
 import type { IRunView } from './runs';

@@ -1,7 +1,7 @@
 import type { ICodeCellModel } from '@jupyterlab/cells';
 import { IDisposable } from '@lumino/disposable';
 
-import { STATUS_MIME } from './constants';
+import { STATUS_MIME } from './protocol';
 import { NotebookIndex } from './notebooks';
 import { IRunView, RunTracker } from './runs';
 import {

@@ -1,7 +1,7 @@
 import { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 import { Widget } from '@lumino/widgets';
 
-import { STATUS_MIME } from './constants';
+import { STATUS_MIME } from './protocol';
 import { RequestRefusedError } from './connection';
 import { IRunView, RunTracker } from './runs';
 import {
