@@ -144,7 +144,8 @@ class ModelError(Fatal):
     """The model provider failed: bad key, quota or rate limit, outage, unreachable, bad reply.
 
     ``kind`` is one of ``auth``, ``rate_limit``, ``provider``, ``connection``, ``bad_reply``,
-    ``context_overflow``. The provider's message is kept only after key fragments are scrubbed.
+    ``empty_reply``, ``context_overflow``. The provider's message is kept only after key
+    fragments are scrubbed.
     """
 
     code = "model_error"
@@ -154,6 +155,7 @@ class ModelError(Fatal):
         "provider",
         "connection",
         "bad_reply",
+        "empty_reply",
         "context_overflow",
     )
     _HINTS: ClassVar[dict[str, str]] = {
@@ -162,6 +164,7 @@ class ModelError(Fatal):
         "provider": "The provider failed; try again, or pick another model.",
         "connection": "The model endpoint could not be reached; check api_base and the network.",
         "bad_reply": "The model's reply could not be read; try again or pick another model.",
+        "empty_reply": "Try again; if it keeps happening, see the model server's log.",
         "context_overflow": "The prompt did not fit the model's context; lower --context-tokens.",
     }
 
@@ -172,10 +175,11 @@ class ModelError(Fatal):
         *,
         status: int | None = None,
         retry_after: float | None = None,
+        hint: str = "",
     ) -> None:
         if kind not in self.KINDS:
             raise ValueError(f"unknown ModelError kind {kind!r}")
-        super().__init__(message, hint=self._HINTS[kind])
+        super().__init__(message, hint=hint or self._HINTS[kind])
         self.kind = kind
         self.status = status
         self.retry_after = retry_after

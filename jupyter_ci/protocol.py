@@ -131,7 +131,14 @@ class CellUpdatedEvent(EventBase):
     source: str
     diff: str
     attempt: int
-    cause: Literal["streamed", "fix", "edited", "reproposed"]
+    cause: Literal["streamed", "fix", "edited", "reproposed", "stopped"]
+
+
+class CellDeletedEvent(EventBase):
+    """A cell the run had inserted is gone again (begun, but empty, at Stop)."""
+
+    type: Literal["cell_deleted"]
+    cell_id: str
 
 
 class ExecutionStartedEvent(EventBase):
@@ -177,6 +184,21 @@ class UsageEvent(EventBase):
     usage: Usage
 
 
+class ChangedFile(TypedDict):
+    """A file a run's cells created or changed."""
+
+    path: str
+    change: Literal["created", "modified"]
+    size: int
+
+
+class FilesEvent(EventBase):
+    """The files the run's cells created or changed so far."""
+
+    type: Literal["files"]
+    files: list[ChangedFile]
+
+
 class FinishedEvent(EventBase):
     """The run is over."""
 
@@ -194,11 +216,13 @@ RunEvent = (
     | TokenEvent
     | CellInsertedEvent
     | CellUpdatedEvent
+    | CellDeletedEvent
     | ExecutionStartedEvent
     | ExecutionFinishedEvent
     | AttemptEvent
     | MessageEvent
     | UsageEvent
+    | FilesEvent
     | FinishedEvent
 )
 
@@ -372,7 +396,7 @@ class ReviewRequest(TypedDict):
     request_id: NotRequired[str]
     run_id: str
     cell_id: str
-    decision: Literal["run", "reject"]
+    decision: Literal["run", "reject", "ran"]
     source: str | None
 
 
@@ -537,6 +561,9 @@ TYPES: dict[str, type] = {
         AttemptEvent,
         MessageEvent,
         UsageEvent,
+        ChangedFile,
+        FilesEvent,
+        CellDeletedEvent,
         FinishedEvent,
         CallBase,
         ReadCellsCall,

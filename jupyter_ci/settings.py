@@ -68,16 +68,17 @@ class Settings:
         return {opt.name: getattr(self, opt.name) for opt in OPTIONS if opt.public}
 
 
-def resolve_settings(layers: Iterable[Layer]) -> Settings:
+def resolve_settings(layers: Iterable[Layer], *, keyless_endpoints: bool = False) -> Settings:
     """Merge ``layers`` (lowest precedence first) over the defaults into one :class:`Settings`.
 
     Unknown names, values of the wrong type and values an untrusted layer may not set raise
     :class:`~jupyter_ci.errors.ConfigError` naming the option, the layer and what is allowed.
-    ``None`` values are ignored (they mean "not set here").
+    ``None`` values are ignored (they mean "not set here"). ``keyless_endpoints``: the caller
+    holds no key, so an untrusted layer may name an ``api_base`` (no key can be sent there).
     """
     layers = list(layers)
     trusted = _merge([layer for layer in layers if layer.trusted])[0]
-    endpoint = trusted["api_base"]
+    endpoint = None if keyless_endpoints else trusted["api_base"]
     models = _model_list(trusted["model"], trusted["models"])
     for layer in layers:
         if not layer.trusted:
@@ -122,7 +123,9 @@ def _model_list(model: str, models: str) -> list[str]:
     return [name.strip() for name in names if name.strip()]
 
 
-def _check_untrusted(name: str, value: Any, layer: Layer, endpoint: str, models: list[str]) -> None:
+def _check_untrusted(
+    name: str, value: Any, layer: Layer, endpoint: str | None, models: list[str]
+) -> None:
     opt = OPTIONS_BY_NAME[name]
     if not opt.per_request:
         raise ConfigError(
@@ -130,11 +133,14 @@ def _check_untrusted(name: str, value: Any, layer: Layer, endpoint: str, models:
             f"not in {layer.name}.",
             option=name,
         )
-    if name == "api_base" and value != endpoint:
+    if name == "api_base" and endpoint is not None and value != endpoint:
         raise ConfigError(
-            f"{layer.name} names an api_base the server's configuration does not: jupyter-ci "
-            "never sends the configured key to an endpoint its owner did not name.",
-            hint="Set c.JupyterCI.api_base (or JUPYTER_CI_API_BASE) where the server starts.",
+            f"{layer.name} names an api_base the server's configuration does not: the server "
+            "holds a key, and jupyter-ci never sends it to an endpoint its owner did not name.",
+            hint=(
+                "Set the endpoint where the server starts (c.JupyterCI.api_base, or "
+                "JUPYTER_CI_API_BASE=... jupyter lab), or ask without --api-base."
+            ),
             option=name,
         )
     if name == "model" and value and models and value not in models:

@@ -205,7 +205,7 @@ async def test_kernel_death_ends_the_run_without_replay(workspace: KernelWorkspa
         (Fault.server_error(), "provider"),
         (Fault.cut_stream(2), "bad_reply"),
         (Fault.malformed_json(), "bad_reply"),
-        (Fault.empty_stream(), "bad_reply"),
+        (Fault.empty_stream(), "empty_reply"),
     ],
 )
 async def test_provider_faults_fail_the_run_clearly(
@@ -218,6 +218,46 @@ async def test_provider_faults_fail_the_run_clearly(
     assert isinstance(outcome.error, ModelError)
     assert outcome.error.kind == kind
     assert KEY not in str(outcome.error)
+
+
+async def test_an_empty_reply_is_asked_for_again_then_explained(
+    workspace: KernelWorkspace,
+) -> None:
+    # Once empty, then a real reply: the run goes on as if nothing happened.
+    script = [Reply.fail(Fault.empty_stream()), Reply.code("x = 1"), Reply.text("x is 1.")]
+    with ScriptedModelServer(script) as server:
+        outcome = await run_loop(workspace, server, "make x")
+        assert len(server.chat_requests) == 3
+    assert (outcome.state, outcome.reason) == (RunState.DONE, "answered")
+    # Twice empty: the error says what is known (the prompt's size against context_tokens).
+    with ScriptedModelServer([Reply.fail(Fault.empty_stream(), times=None)]) as server:
+        outcome = await run_loop(workspace, server, "make y", context_tokens=4000)
+        assert len(server.chat_requests) == 2
+    assert isinstance(outcome.error, ModelError)
+    assert (outcome.error.kind, outcome.error.message) == (
+        "empty_reply",
+        "The model sent an empty reply, twice.",
+    )
+    assert re.search(r"The prompt was about [\d,]+ tokens", outcome.error.hint)
+    assert "context_tokens (now 4,000)" in outcome.error.hint
+
+
+async def test_tokens_that_streamed_before_stop_are_counted(workspace: KernelWorkspace) -> None:
+    recorder = Recorder()
+    holder: list[AgentRun] = []
+    with ScriptedModelServer([Reply.text("word " * 400, delay=0.01)]) as server:
+        task = asyncio.ensure_future(
+            run_loop(workspace, server, "talk", recorder=recorder, run_holder=holder)
+        )
+        await asyncio.wait_for(recorder.first("token"), 60)
+        holder[0].stop()
+        outcome = await asyncio.wait_for(task, 60)
+    assert outcome.state is RunState.STOPPED
+    assert outcome.usage.completion_tokens > 0
+    assert outcome.usage.prompt_tokens > 0
+    assert outcome.usage.estimated
+    assert outcome.usage.cost is None
+    assert "(est.)" in outcome.status_line()
 
 
 async def test_prose_only_reply_is_the_answer(workspace: KernelWorkspace) -> None:

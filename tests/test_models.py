@@ -84,7 +84,7 @@ async def test_tool_calls_are_assembled_without_the_mcp_package() -> None:
     [
         (Fault.auth(), "auth", "Incorrect API key"),
         (Fault.server_error(), "provider", ""),
-        (Fault.empty_stream(), "bad_reply", "empty reply"),
+        (Fault.empty_stream(), "empty_reply", "empty reply"),
         (Fault.cut_stream(2), "bad_reply", "broke off"),
         (Fault.malformed_json(), "bad_reply", "broke off"),
         (Fault.http_error(404, "no such model", "model_not_found"), "provider", "not found"),

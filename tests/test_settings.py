@@ -59,6 +59,18 @@ def test_request_cannot_introduce_an_api_base() -> None:
             ]
         )
     assert err.value.option == "api_base"
+    # The refusal says what to do instead.
+    assert "c.JupyterCI.api_base" in err.value.hint
+    assert "JUPYTER_CI_API_BASE=... jupyter lab" in err.value.hint
+
+
+def test_with_no_key_held_a_request_may_name_its_own_endpoint() -> None:
+    # Nothing to leak: a server that holds no key lets a notebook point at its local model.
+    settings = resolve_settings(
+        [server(), Layer("the kernel's %ci settings", {"api_base": "http://127.0.0.1:8080/v1"})],
+        keyless_endpoints=True,
+    )
+    assert settings.api_base == "http://127.0.0.1:8080/v1"
 
 
 def test_request_cannot_clear_the_configured_api_base() -> None:

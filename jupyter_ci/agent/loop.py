@@ -95,6 +95,8 @@ class RunRequest:
     attachments: str = ""
     #: Cells the user attached (by id): their code and outputs go with the request.
     attached_cells: tuple[str, ...] = ()
+    #: Notices the notebook's conversation already holds: said once, not again every run.
+    said: frozenset[str] = frozenset()
 
 
 class _NoStream:
@@ -247,6 +249,8 @@ class AgentRun:
         self.emit("state", state=state.value, reason=reason, text=text)
 
     def _notice(self, text: str) -> None:
+        if text in self.request.said or text in self.notices:
+            return  # said once per conversation is enough
         self.notices.append(text)
         self.emit("message", role="notice", text=text)
 

@@ -73,31 +73,90 @@ class ModelCalls:
 
     async def call(self, messages: list[dict[str, Any]], on_text: Any) -> ModelReply:
         """Send ``messages``; ``on_text`` gets the streamed text. Raises BudgetExceeded at a cap,
-        ModelError for the provider's failures, CancelledError when cancelled."""
+        ModelError for the provider's failures, CancelledError when cancelled (the tokens that
+        streamed until then are counted, as an estimate).
+
+        A prompt the model says is too long is sent again shrunk; an empty reply is asked for
+        once more, then explained from what is known (the prompt's size).
+        """
         self._check_tokens(messages)
         self._check_cost()
-        tools = [RUN_PYTHON_TOOL] if self.use_tools else None
-        self._task = asyncio.ensure_future(
-            self.model.complete(messages, tools=tools, on_text=on_text)
-        )
+        streamed: list[str] = []
+
+        def heard(text: str) -> None:
+            streamed.append(text)
+            if on_text is not None:
+                on_text(text)
+
         try:
-            reply = await self._task
-        except ModelError as err:
-            if err.kind != "context_overflow" or len(messages) < 2:
-                raise
-            self._notice("The prompt was too long for the model; retrying with a smaller one.")
-            self.conversation.shrink(messages)
-            self._task = asyncio.ensure_future(
-                self.model.complete(messages, tools=tools, on_text=on_text)
-            )
-            reply = await self._task
-        finally:
-            self._task = None
+            try:
+                reply = await self._send(messages, heard)
+            except ModelError as err:
+                if err.kind == "context_overflow" and len(messages) >= 2:
+                    self._notice(
+                        "The prompt was too long for the model; retrying with a smaller one."
+                    )
+                    self.conversation.shrink(messages)
+                elif err.kind != "empty_reply":
+                    raise
+                reply = await self._again(messages, heard)
+        except asyncio.CancelledError:
+            self._count_unfinished(messages, "".join(streamed))
+            raise
         self.usage = self.usage + reply.usage
         self._emit("usage", usage=usage_dict(self.usage))
         self._check_tokens([])
         self._check_cost()
         return reply
+
+    async def _send(self, messages: list[dict[str, Any]], on_text: Any) -> ModelReply:
+        tools = [RUN_PYTHON_TOOL] if self.use_tools else None
+        self._task = asyncio.ensure_future(
+            self.model.complete(messages, tools=tools, on_text=on_text)
+        )
+        try:
+            return await self._task
+        finally:
+            self._task = None
+
+    async def _again(self, messages: list[dict[str, Any]], on_text: Any) -> ModelReply:
+        """The second and last try of a call; an empty reply now is explained."""
+        try:
+            return await self._send(messages, on_text)
+        except ModelError as err:
+            if err.kind != "empty_reply":
+                raise
+            raise self._empty(messages) from None
+
+    def _empty(self, messages: list[dict[str, Any]]) -> ModelError:
+        """An empty reply, twice: say what is known of why."""
+        tokens = self.conversation.prompt_tokens(messages)
+        budget = self.settings.context_tokens
+        if tokens > budget:
+            hint = (
+                f"The prompt was about {tokens:,} tokens, more than context_tokens "
+                f"({budget:,}) allows: lower it, or raise the model server's context window."
+            )
+        else:
+            hint = (
+                f"The prompt was about {tokens:,} tokens. If the model server's context window "
+                "is smaller (llama.cpp --ctx-size, Ollama num_ctx), raise it or lower "
+                f"context_tokens (now {budget:,}); otherwise the server failed: see its log."
+            )
+        return ModelError("empty_reply", "The model sent an empty reply, twice.", hint=hint)
+
+    def _count_unfinished(self, messages: list[dict[str, Any]], streamed: str) -> None:
+        """A call stopped midway costs what it streamed: counted as an estimate."""
+        if not streamed:
+            return
+        spent = TokenUsage(
+            self.conversation.prompt_tokens(messages),
+            self.model.count_tokens(streamed),
+            None,
+            estimated=True,
+        )
+        self.usage = self.usage + spent
+        self._emit("usage", usage=usage_dict(self.usage))
 
     def _check_tokens(self, messages: list[dict[str, Any]]) -> None:
         """The token cap, counting ``messages`` as the next prompt (none after a call)."""

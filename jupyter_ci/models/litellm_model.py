@@ -213,11 +213,8 @@ class LiteLLMModel:
             for _, c in sorted(calls.items())
         )
         if not text.strip() and not tool_calls:
-            raise ModelError(
-                "bad_reply",
-                "The model sent an empty reply. With a local server this often means the "
-                "prompt did not fit its context window.",
-            )
+            # Why is not known here: the caller retries once, then says what it knows.
+            raise ModelError("empty_reply", "The model sent an empty reply.")
         if finish_reason is None:
             raise ModelError("bad_reply", "The model's reply stream ended before it was complete.")
         return ModelReply(

@@ -99,6 +99,7 @@ class JupyterCIServer(ExtensionApp):
         #: Set once the store is open and the server's events are listened to.
         self.started = asyncio.Event()
         self._starting: asyncio.Future[None] | None = None
+        self._warming: asyncio.Future[Any] | None = None
 
     def initialize_handlers(self) -> None:
         """Route ``/jupyter-ci/*``; every handler authenticates and authorizes."""
@@ -140,6 +141,12 @@ class JupyterCIServer(ExtensionApp):
             logger.add_listener(schema_id=KERNEL_ACTIONS, listener=self._on_kernel_action)
             logger.add_listener(schema_id=CONTENTS_EVENTS, listener=self._on_contents_event)
         self.started.set()
+        if self.server_settings().model:
+            # The first request must not wait for litellm's import (seconds): warm it now,
+            # on a worker thread, while the user opens a notebook.
+            from ..models.litellm_model import import_litellm
+
+            self._warming = asyncio.ensure_future(import_litellm())
 
     async def stop_extension(self) -> None:
         """Stop the runs and close the store."""
@@ -189,14 +196,20 @@ class JupyterCIServer(ExtensionApp):
 
     def resolve_request(self, request: Mapping[str, Any]) -> Settings:
         """A ``start_run`` request's settings: the request's options over the kernel's ``%ci``
-        settings over the user's settings over the server's. Only the server's are trusted."""
+        settings over the user's settings over the server's. Only the server's are trusted.
+
+        An untrusted layer may name an ``api_base`` of its own only while the server holds no
+        key of its own (``api_key_env``): then no key can go there (local servers need none).
+        """
+        server = self.server_settings()
         return resolve_settings(
             [
                 *self.ci_config.as_layers(),
                 Layer("your JupyterLab settings", dict(request.get("user_options") or {})),
                 Layer("the kernel's %ci settings", dict(request.get("session_options") or {})),
                 Layer("this request", dict(request.get("options") or {})),
-            ]
+            ],
+            keyless_endpoints=not self.keyring.keys.get(server.api_key_env),
         )
 
     def make_model(self, settings: Settings) -> Model:

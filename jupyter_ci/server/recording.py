@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable
+from dataclasses import dataclass
 from typing import Any
 
 from ..agent.outcome import RunOutcome
@@ -22,6 +23,17 @@ from .store import ConversationStore, RunRecord
 HISTORY_MESSAGES = 12
 
 
+@dataclass(frozen=True)
+class History:
+    """What a new run of a notebook gets from its conversation."""
+
+    conversation_id: str | None
+    #: The latest user/assistant turns, for the model.
+    turns: list[dict[str, Any]]
+    #: The notices the conversation already holds.
+    said: frozenset[str]
+
+
 class RunRecorder:
     """Reads a notebook's history for a new run, records runs and their events."""
 
@@ -30,22 +42,24 @@ class RunRecorder:
         self.store = store
         self.log = log
 
-    async def history(self, notebook_path: str) -> tuple[str | None, list[dict[str, Any]]]:
-        """The notebook's conversation id and its latest user/assistant messages."""
+    async def history(self, notebook_path: str) -> History:
+        """The notebook's conversation id, its latest user/assistant messages (for the model)
+        and the notices it already holds (said once per conversation)."""
         if self.store is None:
-            return None, []
+            return History(None, [], frozenset())
         try:
             conversation = await self.store.conversation_for(notebook_path)
-            messages = await self.store.messages(conversation.id, limit=HISTORY_MESSAGES)
+            messages = await self.store.messages(conversation.id, limit=None)
         except Exception:  # the store says why in its own log; runs go on without history
             self.log.warning("jupyter-ci: the conversation store failed", exc_info=True)
-            return None, []
-        history = [
+            return History(None, [], frozenset())
+        turns = [
             {"role": message.role, "content": message.text}
             for message in messages
             if message.role in ("user", "assistant") and message.text
         ]
-        return str(conversation.id), history
+        said = frozenset(message.text for message in messages if message.role == "notice")
+        return History(str(conversation.id), turns[-HISTORY_MESSAGES:], said)
 
     async def started(
         self,

@@ -46,7 +46,7 @@ from .attachments import describe_all
 from .lab.calls import CallChannel
 from .lab.workspace import LabWorkspace
 from .probes import Probes, preview, previous_cells
-from .recording import RunRecorder
+from .recording import History, RunRecorder
 from .run_types import Kernels, ModelFactory, Publisher, RunRefused, SettingsResolver, StartResult
 from .store import ConversationStore
 
@@ -398,7 +398,8 @@ class RunManager:
         kernel_id = str(request["kernel_id"])
         prompt = str(request["prompt"])
         anchor = request.get("anchor_cell_id")
-        conversation_id, history = await self.recorder.history(notebook_path)
+        history = await self.recorder.history(notebook_path)
+        conversation_id = history.conversation_id
         run_request = self._run_request(request, settings, history)
         channel = CallChannel(
             run_id, notebook_path, lambda message: self.publisher.send(client_id, message)
@@ -441,7 +442,7 @@ class RunManager:
         return run
 
     def _run_request(
-        self, request: Mapping[str, Any], settings: Settings, history: list[dict[str, Any]]
+        self, request: Mapping[str, Any], settings: Settings, history: History
     ) -> RunRequest:
         """The loop's request from a ``start_run`` or ``preview`` message."""
         anchor = request.get("anchor_cell_id")
@@ -452,7 +453,7 @@ class RunManager:
             str(request["prompt"]),
             settings,
             anchor_id=anchor if isinstance(anchor, str) else None,
-            history=history,
+            history=history.turns,
             fix_cell_id=fix if isinstance(fix, str) and fix else None,
             attachments=(
                 describe_all(self.root_dir, attached, samples=settings.share_outputs)
@@ -460,6 +461,7 @@ class RunManager:
                 else ""
             ),
             attached_cells=attached_cells,
+            said=history.said,
         )
 
     async def preview(self, client_id: str, request: Mapping[str, Any]) -> dict[str, Any]:
@@ -469,7 +471,7 @@ class RunManager:
                 "kernel_unavailable", "The notebook's kernel is not running on this server."
             )
         settings, model = self._settings_and_model(request)
-        _, history = await self.recorder.history(str(request["notebook_path"]))
+        history = await self.recorder.history(str(request["notebook_path"]))
         run_request = self._run_request(request, settings, history)
         return await preview(self.probes, client_id, request, run_request, settings, model)
 

@@ -236,7 +236,9 @@ export interface IEventBase {
 
 /**
  * The run moved to another state; text is its status line, composed by the
- * server (the browser displays it).
+ * server (the browser displays it). For awaiting_approval, reason says what is
+ * asked: '' (a cell to run) or missing_package (a %pip install cell: Install
+ * and continue).
  */
 export interface IStateEvent extends IEventBase {
   type: 'state';
@@ -285,9 +287,20 @@ export interface ICellUpdatedEvent extends IEventBase {
    * streamed: the code that streamed into the cell is complete (repaired if the
    * model's block needed it); fix: the model's fix after a failure, or of the
    * user's cell; edited: the user's edit in review; reproposed: the model's
-   * other proposal after a Reject.
+   * other proposal after a Reject. stopped: the run was stopped while the model
+   * wrote this cell; its code is commented out, so it never runs unedited (Run
+   * All included).
    */
-  cause: 'streamed' | 'fix' | 'edited' | 'reproposed';
+  cause: 'streamed' | 'fix' | 'edited' | 'reproposed' | 'stopped';
+}
+
+/**
+ * A cell the run had inserted is gone again: a cell the model had just begun to
+ * write when the run was stopped, before any of its code arrived.
+ */
+export interface ICellDeletedEvent extends IEventBase {
+  type: 'cell_deleted';
+  cell_id: string;
 }
 
 export interface IExecutionStartedEvent extends IEventBase {
@@ -346,6 +359,28 @@ export interface IUsageEvent extends IEventBase {
 }
 
 /**
+ * The files in the notebook's folder the run's cells created or changed so far
+ * (paths relative to that folder, newest first, at most 50); sent when the list
+ * changes.
+ */
+export interface IFilesEvent extends IEventBase {
+  type: 'files';
+  files: IChangedFile[];
+}
+
+/**
+ * A file a run's cells created or changed.
+ */
+export interface IChangedFile {
+  path: string;
+  change: 'created' | 'modified';
+  /**
+   * An integer, at least 0.
+   */
+  size: number;
+}
+
+/**
  * The run is over: done, failed or stopped, with the reason, the error if any,
  * and the summary.
  */
@@ -373,11 +408,13 @@ export type RunEvent =
   | ITokenEvent
   | ICellInsertedEvent
   | ICellUpdatedEvent
+  | ICellDeletedEvent
   | IExecutionStartedEvent
   | IExecutionFinishedEvent
   | IAttemptEvent
   | IMessageEvent
   | IUsageEvent
+  | IFilesEvent
   | IFinishedEvent;
 
 /**
@@ -584,8 +621,9 @@ export interface IStopRunRequest {
 }
 
 /**
- * The user's answer to a cell awaiting approval: run it (possibly edited), or
- * reject it.
+ * The user's answer to a cell awaiting approval: run it (possibly edited),
+ * reject it, or ran: the user ran it in the notebook themselves (its outputs
+ * are there; it counts as Run).
  */
 export interface IReviewRequest {
   request: 'review';
@@ -596,7 +634,7 @@ export interface IReviewRequest {
   request_id?: string;
   run_id: string;
   cell_id: string;
-  decision: 'run' | 'reject';
+  decision: 'run' | 'reject' | 'ran';
   /**
    * The user's edited source, when they edited before running.
    */
@@ -931,11 +969,14 @@ export interface IProtocolDefinitions {
   TokenEvent: ITokenEvent;
   CellInsertedEvent: ICellInsertedEvent;
   CellUpdatedEvent: ICellUpdatedEvent;
+  CellDeletedEvent: ICellDeletedEvent;
   ExecutionStartedEvent: IExecutionStartedEvent;
   ExecutionFinishedEvent: IExecutionFinishedEvent;
   AttemptEvent: IAttemptEvent;
   MessageEvent: IMessageEvent;
   UsageEvent: IUsageEvent;
+  FilesEvent: IFilesEvent;
+  ChangedFile: IChangedFile;
   FinishedEvent: IFinishedEvent;
   RunEvent: RunEvent;
   CallBase: ICallBase;

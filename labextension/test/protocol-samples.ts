@@ -148,6 +148,13 @@ export const VALID: ISample[] = [
     attempt: 2,
     cause: 'fix'
   }),
+  valid('RunEvent', { ...base, type: 'cell_deleted', cell_id: 'c3' }),
+  valid('RunEvent', {
+    ...base,
+    type: 'files',
+    files: [{ path: 'clean.csv', change: 'created', size: 1024 }]
+  }),
+  valid('ChangedFile', { path: 'out/plot.png', change: 'modified', size: 0 }),
   valid('RunEvent', {
     ...base,
     type: 'execution_started',

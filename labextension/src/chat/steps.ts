@@ -119,7 +119,8 @@ const UPDATE_LABEL: Record<ICellUpdatedEvent['cause'], string> = {
   streamed: '',
   fix: 'Fix written',
   edited: 'Edited by you',
-  reproposed: 'Proposed again'
+  reproposed: 'Proposed again',
+  stopped: 'Stopped before it was complete'
 };
 
 /**
