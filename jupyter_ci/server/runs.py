@@ -140,6 +140,8 @@ class RunManager:
         self._finished: list[str] = []
         #: Handoff nonces accepted: the tab that claimed each, and what its request led to.
         self._nonces: dict[str, tuple[str, asyncio.Future[StartResult]]] = {}
+        #: Notices said in each conversation since the server started (the store has the rest).
+        self._said: dict[str, set[str]] = {}
         #: Reads of tabs' notebooks outside any run (previews, re-run checks).
         self.probes = Probes(publisher.send)
         self._closing = False
@@ -461,7 +463,7 @@ class RunManager:
                 else ""
             ),
             attached_cells=attached_cells,
-            said=history.said,
+            said=history.said | self._said.get(history.conversation_id or "", set()),
         )
 
     async def preview(self, client_id: str, request: Mapping[str, Any]) -> dict[str, Any]:
@@ -546,6 +548,9 @@ class RunManager:
         self.publisher.publish(run.notebook_path, run.owner, event)
         if kind != "token":
             run.writes.put_nowait(event)
+        if kind == "message" and event.get("role") == "notice" and run.conversation_id:
+            # Known at once to the notebook's next run, before the store has it.
+            self._said.setdefault(run.conversation_id, set()).add(str(event.get("text")))
         if kind == "state":
             self._announce()
 

@@ -339,3 +339,29 @@ async def test_export_names_any_notebook_safely_and_reading_creates_nothing(
     store = app.store
     assert await store.find_conversation("日本.ipynb") is None
     assert await store.find_conversation('a"b.ipynb') is None
+
+
+async def test_a_notice_is_said_once_per_conversation(
+    app: JupyterCIServer,
+    model_server: ScriptedModelServer,
+    start_kernel: KernelStarter,
+    tab_factory: TabFactory,
+    jp_fetch: Any,
+) -> None:
+    model_server.set_script([Reply.text("One."), Reply.text("Two."), Reply.text("Three.")])
+    kernel_id = await start_kernel()
+    tab = tab_factory()
+    tab.open_notebook("a.ipynb", kernel_id)
+    await tab.connect()
+    notices: list[str] = []
+    for prompt in ("first", "second", "third"):
+        reply = await tab.request(start_request("a.ipynb", kernel_id, prompt))
+        await tab.wait_for_event(finished, reply["run_id"])
+        notices += [
+            e["text"]
+            for e in tab.events(reply["run_id"])
+            if e["type"] == "message" and e["role"] == "notice"
+        ]
+    # The scripted model's price is unknown: said in the first run only, not in every run.
+    assert len(notices) == 1, notices
+    assert "The price of openai/scripted is unknown" in notices[0]
