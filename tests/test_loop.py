@@ -520,6 +520,28 @@ async def test_a_rejected_cell_is_told_to_the_model_and_its_other_proposal_revie
     assert states[:4] == ["generating", "awaiting_approval", "generating", "awaiting_approval"]
 
 
+async def test_a_cell_the_user_ran_while_it_awaited_review_counts_as_run(
+    workspace: KernelWorkspace,
+) -> None:
+    async def user_runs_it(cell_id: str, source: str, diff: str) -> ReviewDecision:
+        await workspace.run_cell(cell_id, 0)  # the notebook's own Run, not the loop's
+        return ReviewDecision("ran")
+
+    recorder = Recorder()
+    script = [Reply.code("b = 2\nprint(b * 21)"), Reply.text("b is 2.")]
+    with ScriptedModelServer(script) as server:
+        outcome = await run_loop(
+            workspace, server, "set b", mode="review", approve=user_runs_it, recorder=recorder
+        )
+        told = server.chat_requests[1].body["messages"][-1]["content"]
+    assert (outcome.state, outcome.reason) == (RunState.DONE, "answered")
+    [cell] = await workspace.read_cells()
+    assert cell.execution_count == 1  # ran once: the user's run, not again by the loop
+    [ended] = recorder.of("execution_finished")
+    assert (ended["status"], ended["execution_count"]) == ("ok", 1)
+    assert "42" in told  # the model was told what the user's run printed
+
+
 async def test_after_a_rejection_prose_ends_the_run_and_the_cell_stays_unrun(
     workspace: KernelWorkspace,
 ) -> None:

@@ -36,7 +36,7 @@ from ..errors import (
     NotebookUnavailable,
     StoppedByUser,
 )
-from ..execution.status import CellStatus
+from ..execution.status import CellStatus, classify
 from ..models.base import Model, ModelReply
 from ..settings import Settings
 from .cells import RunCells
@@ -245,7 +245,7 @@ class AgentRun:
         if state is RunState.GENERATING:
             attempt = None
         max_attempts = self.settings.max_attempts if attempt is not None else None
-        text = live_line(state, attempt, max_attempts)
+        text = live_line(state, attempt, max_attempts, reason)
         self.emit("state", state=state.value, reason=reason, text=text)
 
     def _notice(self, text: str) -> None:
@@ -375,22 +375,32 @@ class AgentRun:
         attempt = 1
         source = code
         rejections = 0
+        installed: set[str] = set()
+        approved = False
         while True:
-            if self.settings.mode == "review":
+            ran = False
+            if self.settings.mode == "review" and not approved:
                 try:
-                    source = await self._review(cell_id, source, attempt)
+                    source, ran = await self._review(cell_id, source, attempt)
                 except _Rejected:
                     rejections += 1
                     source = await self._propose_instead(
                         cell_id, source, messages, rejections, attempt
                     )
                     continue
-            execution, digest = await self._execute(cell_id, attempt)
+            approved = False
+            if ran:
+                execution, digest = await self._taken_from_notebook(cell_id, attempt)
+            else:
+                execution, digest = await self._execute(cell_id, attempt)
             if execution.status is CellStatus.OK:
                 return execution, digest
             missing = missing_package(execution)
-            if missing is not None:
-                await self._propose_pip(missing, cell_id)
+            if missing is not None and missing not in installed:
+                await self._install(missing, cell_id)
+                installed.add(missing)
+                approved = True  # the same code again, now that the package is there
+                continue
             if attempt >= self.settings.max_attempts:
                 raise _Finish(RunState.FAILED, "max_attempts", self._error_of(execution))
             self._move(RunState.FIXING)
@@ -495,8 +505,9 @@ class AgentRun:
             return CellError("Error", "the cell failed without an error output")
         return CellError.from_output(error)
 
-    async def _review(self, cell_id: str, source: str, attempt: int) -> str:
-        """Wait for the user's decision on the cell; their edit is the cell's new code."""
+    async def _review(self, cell_id: str, source: str, attempt: int) -> tuple[str, bool]:
+        """Wait for the user's decision on the cell: its code to run (their edit, if they made
+        one) and whether they ran it themselves already (decision ``ran``)."""
         assert self.approve is not None
         self._move(RunState.AWAITING_APPROVAL)
         decision = await self.approve(cell_id, source, "")
@@ -506,8 +517,8 @@ class AgentRun:
             raise _Rejected()
         if decision.source is not None and decision.source != source:
             await self.cells.rewrite(cell_id, source, decision.source, attempt, cause="edited")
-            return decision.source
-        return source
+            return decision.source, decision.decision == "ran"
+        return source, decision.decision == "ran"
 
     def _answered(self, reply: ModelReply, reason: str) -> _Finish:
         """The end of the run with the model's prose as its answer (sent as a message)."""
@@ -541,7 +552,10 @@ class AgentRun:
         await self.cells.rewrite(cell_id, rejected, code, attempt, cause="reproposed")
         return code
 
-    async def _propose_pip(self, package: str, failing_cell: str) -> None:
+    async def _install(self, package: str, failing_cell: str) -> None:
+        """Propose ``%pip install package`` in a cell above the failing one, and run it: at once
+        with ``allow_pip_install``, after the user's "Install and continue" where a frontend
+        reviews it; otherwise the run ends saying what to do."""
         cells = await self.workspace.read_cells()
         ids = [cell.id for cell in cells]
         index = ids.index(failing_cell) if failing_cell in ids else len(ids)
@@ -549,21 +563,61 @@ class AgentRun:
         source = f"%pip install {package}"
         # Not a step of the request: its metadata says step 0.
         pip_cell = await self.cells.insert(before, source, 1, metadata_step=0)
+        missing = ConfigError(
+            f"The package {package!r} is missing from the kernel's environment.",
+            hint=(
+                f"Run the `%pip install {package}` cell inserted above the failing cell if you "
+                "want it, then run the %%ci cell again (or allow this with allow_pip_install)."
+            ),
+        )
+        ran = False
         if not self.settings.allow_pip_install:
-            raise _Finish(
-                RunState.FAILED,
-                "missing_package",
-                ConfigError(
-                    f"The package {package!r} is missing from the kernel's environment.",
-                    hint=(
-                        f"Run the `%pip install {package}` cell inserted above the failing cell "
-                        "if you want it, then ask again (or allow this with allow_pip_install)."
-                    ),
-                ),
-            )
-        execution, _ = await self._execute(pip_cell, 1)
+            if self.approve is None:
+                raise _Finish(RunState.FAILED, "missing_package", missing)
+            self._move(RunState.AWAITING_APPROVAL, "missing_package")
+            decision = await self.approve(pip_cell, source, "")
+            if decision.decision == "reject":
+                raise _Finish(RunState.FAILED, "missing_package", missing)
+            ran = decision.decision == "ran"
+        if ran:
+            execution, _ = await self._taken_from_notebook(pip_cell, 1)
+        else:
+            execution, _ = await self._execute(pip_cell, 1)
         if execution.status is not CellStatus.OK:
             raise _Finish(RunState.FAILED, "missing_package", self._error_of(execution))
+
+    async def _taken_from_notebook(self, cell_id: str, attempt: int) -> tuple[Execution, Digest]:
+        """A cell awaiting review that the user ran themselves: its outputs are the attempt's
+        result, read from the notebook, and told as if the run had run it."""
+        self._attempt = attempt
+        self._move(RunState.EXECUTING)
+        self.attempts += 1
+        self.emit(
+            "attempt", cell_id=cell_id, attempt=attempt, max_attempts=self.settings.max_attempts
+        )
+        self.emit("execution_started", cell_id=cell_id, attempt=attempt)
+        cell = next((c for c in await self.workspace.read_cells() if c.id == cell_id), None)
+        if cell is None:
+            raise NotebookUnavailable(
+                "The cell awaiting review is gone.", hint="Ask again to get a new one."
+            )
+        error = next((out for out in cell.outputs if out.get("output_type") == "error"), None)
+        status = classify(
+            "error" if error is not None else "ok",
+            str(error.get("ename")) if error is not None else None,
+        )
+        execution = Execution(cell_id, status, list(cell.outputs), cell.execution_count, None)
+        digest = self._digest(execution.outputs)
+        self.emit(
+            "execution_finished",
+            cell_id=cell_id,
+            status=status.value,
+            execution_count=cell.execution_count,
+            digest=digest.text,
+            duration=None,
+        )
+        self._end_if_over(status)
+        return execution, digest
 
     # --- talking to the model -----------------------------------------------------------------
 

@@ -27,10 +27,17 @@ def usage_dict(usage: TokenUsage) -> dict[str, Any]:
     }
 
 
-def live_line(state: RunState, attempt: int | None = None, max_attempts: int | None = None) -> str:
+def live_line(
+    state: RunState,
+    attempt: int | None = None,
+    max_attempts: int | None = None,
+    reason: str = "",
+) -> str:
     """The status line of a run that is not over ("jupyter-ci: executing — attempt 2/3")."""
     if state is RunState.QUEUED:
         return PREFIX + "queued behind another request in this kernel"
+    if state is RunState.AWAITING_APPROVAL and reason == "missing_package":
+        return PREFIX + "a package is missing — install it and continue?"
     line = PREFIX + str(state.value).replace("_", " ")
     if attempt is not None and max_attempts is not None:
         line += f" — attempt {attempt}/{max_attempts}"
