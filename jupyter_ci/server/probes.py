@@ -18,6 +18,7 @@ from ..agent.messages import text_of
 from ..errors import JupyterCIError
 from ..models.base import Model
 from ..settings import Settings
+from ..vocabulary import reason_words
 from .lab.calls import CallChannel
 from .lab.workspace import LabWorkspace
 from .recording import RunRecorder
@@ -104,6 +105,10 @@ async def previous_cells(
     record = await recorder.last_run_at(notebook_path, anchor)
     if record is None or not record.cells:
         return True, ""
+    # A request that did not get done (a cell failed, a package was missing, it was stopped):
+    # running its %%ci again asks again, replacing what it left (an install it proposed stays).
+    unfinished = record.state != "done"
+    regenerate = regenerate or unfinished
     try:
         with probes.workspace(client_id, notebook_path) as workspace:
             sources = {cell.id: cell.source for cell in await workspace.read_cells()}
@@ -117,7 +122,12 @@ async def previous_cells(
                     f"{'are' if count != 1 else 'is'} still below it: not asking the model "
                     "again. Use %%ci --regenerate to replace them (cells you edited are kept)."
                 )
-            unedited = [c for c in present if source_hash(sources[c.cell_id]) == c.source_hash]
+            unedited = [
+                c
+                for c in present
+                if source_hash(sources[c.cell_id]) == c.source_hash
+                and not c.source.startswith("%pip install")
+            ]
             for cell in unedited:
                 await workspace.delete_cell(cell.cell_id)
     except JupyterCIError as err:
@@ -126,5 +136,10 @@ async def previous_cells(
         ) from None
     kept = len(present) - len(unedited)
     note = f"Replaced {len(unedited)} generated cell{'s' if len(unedited) != 1 else ''}"
-    note += f"; kept {kept} you edited." if kept else "."
+    note += f"; kept {kept} you edited or ran to install." if kept else "."
+    if unfinished:
+        words = reason_words().get(record.reason, record.reason)
+        note = (
+            f"The last request here did not finish ({record.state}: {words}): asking again. {note}"
+        )
     return True, note

@@ -419,7 +419,7 @@ async def test_rerunning_a_magic_cell_does_not_generate_again_unless_asked(
         {**magic, "prompt": "regenerate", "regenerate": True, "options": {"max_steps": 1}}
     )
     assert regenerate["ok"] is True
-    assert regenerate["note"] == "Replaced 1 generated cell; kept 1 you edited."
+    assert regenerate["note"] == "Replaced 1 generated cell; kept 1 you edited or ran to install."
     end = await tab.wait_for_event(finished, regenerate["run_id"], timeout=60)
     assert end["state"] == "done"
     ids = [c["id"] for c in notebook.cells]
@@ -437,3 +437,33 @@ async def test_rerunning_a_magic_cell_does_not_generate_again_unless_asked(
     fresh = await tab.request({**magic, "options": {"max_steps": 1}})
     assert "run_id" in fresh
     await tab.wait_for_event(finished, fresh["run_id"], timeout=60)
+
+
+async def test_rerunning_a_magic_cell_whose_request_failed_asks_again(
+    app: JupyterCIServer,
+    model_server: ScriptedModelServer,
+    start_kernel: KernelStarter,
+    tab_factory: TabFactory,
+) -> None:
+    model_server.set_script([Reply.code("1 / 0", times=2), Reply.code("c = 3")])
+    kernel_id = await start_kernel()
+    tab = await open_tab(tab_factory, kernel_id)
+    notebook = tab.notebooks["a.ipynb"]
+    magic = start_request(
+        "a.ipynb", kernel_id, "divide", origin="magic", anchor_cell_id="c0", options={}
+    )
+    first = await tab.request({**magic, "options": {"max_attempts": 2}})
+    end = await tab.wait_for_event(finished, first["run_id"], timeout=60)
+    assert (end["state"], end["reason"]) == ("failed", "max_attempts")
+    failed = [c["id"] for c in notebook.cells if "jupyter_ci" in c["metadata"]]
+    # Running the %%ci again is asking again: the failed cell gives way to the new answer.
+    again = await tab.request({**magic, "options": {"max_steps": 1}})
+    assert again["ok"] is True, again
+    assert again["note"] == (
+        "The last request here did not finish (failed: the cell still failed at the last "
+        "attempt): asking again. Replaced 1 generated cell."
+    )
+    end = await tab.wait_for_event(finished, again["run_id"], timeout=60)
+    assert end["state"] == "done"
+    assert failed[0] not in [c["id"] for c in notebook.cells]
+    assert notebook.sources()[1:] == ["c = 3"]
