@@ -189,9 +189,11 @@ async def test_timeout_interrupts_and_is_fed_back(workspace: KernelWorkspace) ->
 
 async def test_kernel_death_ends_the_run_without_replay(workspace: KernelWorkspace) -> None:
     script = [Reply.code("import os\nos._exit(1)"), Reply.code("x = 1", times=None)]
+    recorder = Recorder()
     with ScriptedModelServer(script) as server:
-        outcome = await run_loop(workspace, server, "die")
+        outcome = await run_loop(workspace, server, "die", recorder=recorder)
         assert len(server.chat_requests) == 1
+    assert [e["status"] for e in recorder.of("execution_finished")] == ["kernel_died"]
     assert outcome.state is RunState.FAILED
     assert outcome.reason == "kernel_died"
     assert "re-run the cells you need" in outcome.error.hint  # type: ignore[union-attr]
