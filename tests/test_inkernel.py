@@ -203,6 +203,13 @@ def test_a_stamped_request_is_handed_off_and_stops_the_queue(shell: InteractiveS
     error = result.error_in_exec
     assert type(error).__name__ == "JupyterCIHandoff"
     assert error._render_traceback_() == [GENERATING_BELOW]  # type: ignore[union-attr]
+    # The rest of the session's batch is held back until the tab's mark of its end.
+    with capture_output():
+        held = shell.run_cell("x = 1\n")
+    assert type(held.error_in_exec).__name__ == "JupyterCIHeldBack"
+    shell.kernel = _FakeKernel({**parent, "metadata": {"jupyter_ci_resume": True}})
+    assert shell.run_cell("\n").error_in_exec is None  # the mark
+    shell.kernel = _FakeKernel(parent)
     # Each handoff has its own nonce.
     with capture_output() as again:
         shell.run_cell("%%ci say hi\n")

@@ -35,6 +35,9 @@ import nbformat
 from ..execution.outputs import NotebookOutputs
 from ..vocabulary import constant
 
+#: As the labextension: how long a request's reply may lag its idle status (seconds).
+REPLY_GRACE = float(constant("ReplyGraceSeconds"))
+
 #: Makes an (async, started) jupyter_client kernel client for a kernel id.
 KernelClientFactory = Callable[[str], Awaitable[Any]]
 
@@ -534,11 +537,18 @@ class _Execution:
         self.started_at: float | None = None
         self.reply: dict[str, Any] | None = None
         self.idle = False
+        self.idle_at: float | None = None
 
     @property
     def done(self) -> bool:
-        """Whether both the reply and the ``idle`` status came."""
-        return self.reply is not None and self.idle
+        """Whether both the reply and the ``idle`` status came, or the kernel went idle and no
+        reply came within ``ReplyGraceSeconds`` (as the labextension: an interrupt that lands
+        outside the cell's code ends the request without one)."""
+        if not self.idle:
+            return False
+        if self.reply is not None:
+            return True
+        return self.idle_at is not None and time.monotonic() - self.idle_at >= REPLY_GRACE
 
     def take(self, msg: dict[str, Any]) -> None:
         """One iopub message of the request: the start, the end, or an output of the cell."""
@@ -548,6 +558,7 @@ class _Execution:
             self.started_at = time.time()
         if state == "idle":
             self.idle = True
+            self.idle_at = time.monotonic()
         elif self.notebook is not None and self.cell_id is not None:
             with contextlib.suppress(KeyError):  # the cell was deleted meanwhile
                 index = self.notebook.index(self.cell_id)

@@ -37,7 +37,7 @@ from ..agent.workspace import Cell, Execution, Variable
 from ..errors import CellNotFound, InternalError, KernelDied
 from ..execution.outputs import NotebookOutputs
 from ..execution.status import CellStatus, KernelFate, classify
-from ..vocabulary import is_ci_cell
+from ..vocabulary import constant, is_ci_cell
 from .notebook_file import (
     load_notebook,
     new_cell_id,
@@ -55,7 +55,8 @@ DEFAULT_DROP_ENV = ("JUPYTER_CI_API_KEY",)
 INTERRUPT_GRACE = 10.0
 #: How long to wait for the reply once the kernel is idle again (seconds): an interrupt that
 #: lands in the kernel's request handler, outside the cell's code, ends the request without one.
-END_GRACE = 3.0
+#: The labextension waits as long (the schema's ``ReplyGraceSeconds``).
+END_GRACE = float(constant("ReplyGraceSeconds"))
 #: Timeout of the silent request that inspects variables (seconds).
 INSPECT_TIMEOUT = 30.0
 #: Timeout of the ``kernel_info`` request that describes a new notebook's language (seconds).

@@ -135,6 +135,14 @@ export type ResumeMetadataKey = 'jupyter_ci_resume';
 export type CellMetadataKey = 'jupyter_ci';
 
 /**
+ * How long a frontend or workspace waits for an execute_reply once the kernel
+ * is idle again after the request (seconds): an interrupt that lands in the
+ * kernel's request handler, outside the cell's code, ends the request without a
+ * reply, and the cell then ends aborted.
+ */
+export type ReplyGraceSeconds = 3;
+
+/**
  * An error as users and programs see it: a stable code, a message and what to
  * do.
  */
@@ -958,6 +966,7 @@ export interface IProtocolDefinitions {
   HeldBackErrorName: HeldBackErrorName;
   ResumeMetadataKey: ResumeMetadataKey;
   CellMetadataKey: CellMetadataKey;
+  ReplyGraceSeconds: ReplyGraceSeconds;
   ErrorInfo: IErrorInfo;
   Usage: IUsage;
   Output: IOutput;
@@ -1174,3 +1183,11 @@ export const RESUME_METADATA_KEY: ResumeMetadataKey = 'jupyter_ci_resume';
  * hint on a generated cell ({run_id, ...}).
  */
 export const CELL_METADATA_KEY: CellMetadataKey = 'jupyter_ci';
+
+/**
+ * How long a frontend or workspace waits for an execute_reply once the kernel
+ * is idle again after the request (seconds): an interrupt that lands in the
+ * kernel's request handler, outside the cell's code, ends the request without a
+ * reply, and the cell then ends aborted.
+ */
+export const REPLY_GRACE_SECONDS: ReplyGraceSeconds = 3;

@@ -94,6 +94,7 @@ export const VALID: ISample[] = [
   valid('HeldBackErrorName', 'JupyterCIHeldBack'),
   valid('ResumeMetadataKey', 'jupyter_ci_resume'),
   valid('CellMetadataKey', 'jupyter_ci'),
+  valid('ReplyGraceSeconds', 3),
   valid('ErrorInfo', { code: 'kernel_dead', message: 'The kernel died.' }),
   valid('Usage', { ...usage, cost: 0.0012 }),
   valid('Output', stream),

@@ -27,6 +27,7 @@ from .notebooks import (
     open_notebook,
     panel,
     run_all,
+    run_cell,
     status_of,
     text_of,
     wait_for_status,
@@ -162,6 +163,34 @@ def test_stop_during_a_long_cell(
     assert stop.is_hidden()
     shown = panel(page, path).locator('[data-testid="jupyter-ci-status-output"]').inner_text()
     assert "stopped by the user" in shown
+    assert model_context.jupyter_ci_errors == []
+
+
+def test_a_request_the_kernel_ends_without_a_reply_ends_the_run_and_the_next_works(
+    model_context: Any, model_lab: Lab, model: ScriptedModelServer
+) -> None:
+    # The kernel cannot send this cell's reply (a payload that is not JSON): it goes idle without
+    # one, as when an interrupt lands outside the cell's code. The tab must not wait for ever.
+    unsendable = "get_ipython().payload_manager.write_payload({'source': 'x', 'data': object()})"
+    model.set_script(
+        [Reply.code(unsendable), Reply.code("print('next ran')"), Reply.text("It ran.")]
+    )
+    path = write_notebook(model_lab, ["%load_ext jupyter_ci", "%%ci first", "%%ci second"])
+    page = model_context.new_page()
+    open_lab_app(page, model_lab)
+    open_notebook(page, path)
+
+    run_cell(page, path, 0)
+    run_cell(page, path, 1)
+    status = wait_for_status(page, path, 1, TERMINAL)
+    # A cell that ends without the kernel's reply counts as stopped (nothing more to fix).
+    assert status["state"] == "stopped", dump(page, path)
+    assert len(model.chat_requests) == 1
+    # The user's next request runs as usual in the same kernel.
+    run_cell(page, path, 3)
+    status = wait_for_status(page, path, 3, TERMINAL)
+    assert status["state"] == "done", dump(page, path)
+    assert "next ran" in text_of(cells(page, path)[4]["outputs"])
     assert model_context.jupyter_ci_errors == []
 
 
