@@ -100,6 +100,10 @@ class Workspace(Protocol):
         """Replace a cell's whole source (a fix; the loop has shown the diff)."""
         ...
 
+    async def delete_cell(self, cell_id: str) -> None:
+        """Delete a cell the run generated (``--regenerate``; a cell stopped before any code)."""
+        ...
+
     async def run_cell(self, cell_id: str, timeout: float) -> Execution:
         """Run the cell in the kernel and wait for it; ``timeout`` seconds (0 = none).
 

@@ -251,6 +251,9 @@ class InKernelWorkspace:
     async def replace_source(self, cell_id: str, source: str) -> None:
         self._blocks[self._index(cell_id)].source = source
 
+    async def delete_cell(self, cell_id: str) -> None:
+        del self._blocks[self._index(cell_id)]
+
     async def run_cell(self, cell_id: str, timeout: float) -> Execution:
         block = self._blocks[self._index(cell_id)]
         source = block.source

@@ -299,6 +299,13 @@ class KernelWorkspace:
         """Replace the cell's source; its outputs stay until it runs again."""
         self.notebook.cells[self._index(cell_id)].source = source
 
+    async def delete_cell(self, cell_id: str) -> None:
+        """Delete the cell (under the lock: no cell moves while one runs)."""
+        async with self._lock:
+            index = self._index(cell_id)
+            del self.notebook.cells[index]
+            self._client.cell_deleted(index)
+
     async def run_cell(self, cell_id: str, timeout: float) -> Execution:
         """Run the code cell and store its outputs and execution count in the notebook.
 

@@ -12,6 +12,7 @@ import json
 import re
 from typing import Any
 
+from jupyter_ci.agent.cells import UNFINISHED_NOTE
 from jupyter_ci.testing import Reply, ScriptedModelServer
 
 from .lab import Lab
@@ -163,6 +164,36 @@ def test_stop_during_a_long_cell(
     assert stop.is_hidden()
     shown = panel(page, path).locator('[data-testid="jupyter-ci-status-output"]').inner_text()
     assert "stopped by the user" in shown
+    assert model_context.jupyter_ci_errors == []
+
+
+def test_stop_while_code_streams_leaves_the_cell_commented_out(
+    model_context: Any, model_lab: Lab, model: ScriptedModelServer
+) -> None:
+    code = "\n".join(f"value_{i} = {i}" for i in range(300))
+    model.set_script([Reply.code(code, delay=0.05)])
+    path = write_notebook(model_lab, ["%load_ext jupyter_ci", "%%ci count slowly"])
+    page = model_context.new_page()
+    open_lab_app(page, model_lab)
+    open_notebook(page, path)
+
+    run_all(page, path)
+    streaming = panel(page, path).locator(".jp-Cell.jp-jupyter-ci-streaming")
+    streaming.first.wait_for(state="visible", timeout=60_000)
+    wait_until(lambda: "value_1 = 1" in cells(page, path)[2]["source"], 30, "code to stream")
+    panel(page, path).locator('[data-testid="jupyter-ci-stop"]').click()
+    status = wait_for_status(page, path, 1, TERMINAL)
+    assert (status["state"], status["reason"]) == ("stopped", "user"), dump(page, path)
+    lines = cells(page, path)[2]["source"].splitlines()
+    assert lines[0] == UNFINISHED_NOTE, dump(page, path)
+    assert lines[1] == "# value_0 = 0"
+    assert all(line.startswith("#") for line in lines)
+    assert len(lines) < 301
+    # No longer written to: editable, and it never ran.
+    streaming.first.wait_for(state="detached", timeout=30_000)
+    editor = panel(page, path).locator(".jp-Notebook .jp-Cell").nth(2).locator(".cm-content")
+    assert editor.get_attribute("aria-readonly") != "true"
+    assert cells(page, path)[2]["outputs"] == []
     assert model_context.jupyter_ci_errors == []
 
 

@@ -200,6 +200,16 @@ export function applyEvent(
       }
       break;
     }
+    case 'cell_deleted':
+      // The model stopped before any code of this cell came: it is gone.
+      next.cells = next.cells.filter(cell => cell.cellId !== event.cell_id);
+      if (next.proposal?.cellId === event.cell_id) {
+        next.proposal = null;
+      }
+      if (next.writing?.cellId === event.cell_id) {
+        next.writing = null;
+      }
+      break;
     case 'token':
       if (event.part === 'code') {
         next.writing = {
