@@ -73,6 +73,9 @@ class InstantWorkspace:
     async def inspect_variables(self) -> list[Variable]:
         return []
 
+    async def snapshot_files(self, root: str | None) -> None:
+        return None
+
     async def interrupt(self) -> None:
         return None
 

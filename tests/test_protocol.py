@@ -221,7 +221,7 @@ VALID: list[tuple[str, dict[str, Any]]] = [
             "call_id": "k5",
             "run_id": "r1",
             "notebook_path": "b.ipynb",
-            "method": "inspect_variables",
+            "method": "evaluate",
             "expression": "1",
         },
     ),

@@ -43,6 +43,7 @@ from ..settings import Settings
 from .cells import RunCells
 from .digest import Digest, digest_outputs, new_nonce
 from .extract import extract_code
+from .files import FileWatch
 from .messages import Conversation, text_of
 from .model_calls import ModelCalls, code_of
 from .outcome import RunOutcome, live_line, rejection_text
@@ -187,6 +188,7 @@ class AgentRun:
             notice=self._notice,
         )
         self.cells = RunCells(workspace, self.run_id, request.anchor_id, self.emit)
+        self.files = FileWatch(workspace, self.emit)
         self.attempts = 0
         self.notices: list[str] = []
         self._seq = 0
@@ -441,6 +443,7 @@ class AgentRun:
         self.emit(
             "attempt", cell_id=cell_id, attempt=attempt, max_attempts=self.settings.max_attempts
         )
+        await self.files.start()
         self.emit("execution_started", cell_id=cell_id, attempt=attempt)
         self._executing = True
         self._cell_task = asyncio.ensure_future(
@@ -473,6 +476,7 @@ class AgentRun:
             duration=execution.duration,
         )
         self._end_if_over(execution.status)
+        await self.files.check()
         return execution, digest
 
     def _end_if_over(self, status: CellStatus) -> None:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from ..execution.status import CellStatus
+from .files import Snapshot
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,12 @@ class Workspace(Protocol):
 
     async def inspect_variables(self) -> list[Variable]:
         """The user's variables, gathered without touching ``In``/``Out``, history or the count."""
+        ...
+
+    async def snapshot_files(self, root: str | None) -> Snapshot | None:
+        """The files of the kernel's working folder (``root``; None: the one it has now), read
+        by :data:`~jupyter_ci.agent.files.SNAPSHOT_SOURCE` as the variables are; None when the
+        kernel cannot say (another language)."""
         ...
 
     async def interrupt(self) -> None:

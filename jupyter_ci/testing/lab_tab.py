@@ -5,7 +5,7 @@ an in-memory notebook per path, and answers the server's calls the way the labex
 cells are inserted, edited and read by id; ``run_cell`` executes in the notebook's real kernel
 (through a kernel client the test supplies), reports ``started`` when the kernel begins the cell,
 and returns the raw reply status with the outputs (the server classifies how the cell ended, as it
-does for the labextension); ``inspect_variables`` sends a silent request with the expression. The
+does for the labextension); ``evaluate`` sends a silent request with the expression. The
 outputs are built by the one normaliser (:class:`~jupyter_ci.execution.outputs.NotebookOutputs`),
 as every workspace builds them. A call id seen before is answered with the same result, never done
 twice (the server resends unanswered calls after a reconnect).
@@ -119,7 +119,7 @@ class ScriptedTab:
         self.base_url = base_url.rstrip("/") + "/"
         self.token = token
         self.kernel_client_for = kernel_client_for
-        #: Answer run_cell and inspect_variables at once, without a kernel (for benchmarks of
+        #: Answer run_cell and evaluate at once, without a kernel (for benchmarks of
         #: the server's own cost): every cell "succeeds" with no output.
         self.instant = instant
         #: False: token events are not kept in :attr:`received` (long benchmarks).
@@ -386,11 +386,11 @@ class ScriptedTab:
                 "execution_count": self._count,
                 "started_at": now,
             }
-        if method == "inspect_variables" and self.instant:
+        if method == "evaluate" and self.instant:
             return {"text": "[]"}
         if method == "run_cell":
             return await self._run_cell(notebook, str(call["cell_id"]), str(call["call_id"]))
-        if method == "inspect_variables":
+        if method == "evaluate":
             return await self._inspect(notebook, str(call["expression"]))
         if method == "interrupt":
             raise CallRefused("unsupported", "the scripted tab cannot interrupt a kernel")

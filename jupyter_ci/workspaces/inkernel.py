@@ -36,6 +36,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from ..agent.files import SNAPSHOT_SOURCE, Snapshot, parse_snapshot, snapshot_scope
 from ..agent.loop import AgentRun, RunOutcome, RunRequest
 from ..agent.variables import INSPECT_SOURCE, parse_variables
 from ..agent.workspace import Cell, Execution, Variable
@@ -265,6 +266,9 @@ class InKernelWorkspace:
     async def inspect_variables(self) -> list[Variable]:
         return await self.bridge.call(self.variables)
 
+    async def snapshot_files(self, root: str | None) -> Snapshot | None:
+        return await asyncio.to_thread(_snapshot, root)
+
     async def interrupt(self) -> None:
         """Stop: the block running now is interrupted (it ends ``interrupted``); no other runs.
 
@@ -416,3 +420,10 @@ __all__ = [
     "history_cells",
     "run_in_kernel",
 ]
+
+
+def _snapshot(root: str | None) -> Snapshot | None:
+    """The files of this process's working folder, read here as a kernel reads them."""
+    scope = snapshot_scope(root)
+    exec(SNAPSHOT_SOURCE, scope)  # noqa: S102 - our own, fixed source
+    return parse_snapshot(repr(scope["result"]))

@@ -32,6 +32,7 @@ import nbformat
 from jupyter_client.manager import AsyncKernelManager
 from nbclient.exceptions import DeadKernelError
 
+from ..agent.files import Snapshot, parse_snapshot, snapshot_expression
 from ..agent.variables import inspection_expression, parse_variables
 from ..agent.workspace import Cell, Execution, Variable
 from ..errors import CellNotFound, InternalError, KernelDied
@@ -326,28 +327,40 @@ class KernelWorkspace:
         A kernel that cannot evaluate the expression (not a Python kernel) gives no variables,
         with a warning in the log. Raises :class:`KernelDied` if the kernel is gone.
         """
-        expressions = {"variables": inspection_expression()}
+        text = await self._evaluate(inspection_expression(), "list its variables")
+        if text is None:
+            return []
+        try:
+            return parse_variables(text)
+        except ValueError as error:
+            log.warning("%s", error)
+            return []
+
+    async def snapshot_files(self, root: str | None) -> Snapshot | None:
+        """The kernel's working folder's files (see :mod:`jupyter_ci.agent.files`)."""
+        text = await self._evaluate(snapshot_expression(root), "list its files")
+        return None if text is None else parse_snapshot(text)
+
+    async def _evaluate(self, expression: str, what: str) -> str | None:
+        """The text/plain value of ``expression``, from a silent request that leaves no trace
+        in the kernel; None (and a warning saying it could not ``what``) when it raised."""
         async with self._lock:
             await self._check_alive()
             msg_id = self.kernel_client.execute(
                 "",
                 silent=True,
                 store_history=False,
-                user_expressions=expressions,
+                user_expressions={"value": expression},
                 stop_on_error=False,
             )
             reply = await self._reply(msg_id, INSPECT_TIMEOUT)
         content = (reply or {}).get("content") or {}
-        result = (content.get("user_expressions") or {}).get("variables") or {}
+        result = (content.get("user_expressions") or {}).get("value") or {}
         if content.get("status") != "ok" or result.get("status") != "ok":
             reason = result.get("ename") or content.get("ename") or "no reply"
-            log.warning("The kernel could not list its variables (%s).", reason)
-            return []
-        try:
-            return parse_variables(str(result.get("data", {}).get("text/plain", "")))
-        except ValueError as error:
-            log.warning("%s", error)
-            return []
+            log.warning("The kernel could not %s (%s).", what, reason)
+            return None
+        return str(result.get("data", {}).get("text/plain", ""))
 
     async def interrupt(self) -> None:
         """Interrupt the kernel (Stop): a cell it stops ends ``interrupted``."""

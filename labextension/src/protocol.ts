@@ -199,7 +199,7 @@ export interface ICellInfo {
 
 /**
  * A variable in the kernel, summarised cheaply: the shape of each entry of the
- * JSON that inspect_variables returns as text.
+ * JSON that the variables' inspection expression evaluates to.
  */
 export interface IVariableInfo {
   name: string;
@@ -481,8 +481,8 @@ export interface IRunCellCall extends ICallBase {
  * empty, silent execute request (no history, no execution count, no change to
  * the user's namespace) and reply with its text/plain value as text.
  */
-export interface IInspectVariablesCall extends ICallBase {
-  method: 'inspect_variables';
+export interface IEvaluateCall extends ICallBase {
+  method: 'evaluate';
   expression: string;
 }
 
@@ -500,13 +500,13 @@ export type Call =
   | IReplaceSourceCall
   | IDeleteCellCall
   | IRunCellCall
-  | IInspectVariablesCall
+  | IEvaluateCall
   | IInterruptCall;
 
 /**
  * The browser's successful reply to a call. Which fields are set depends on the
  * method: read_cells → cells; insert_cell → cell_id; run_cell → execution
- * fields; inspect_variables → text.
+ * fields; evaluate → text.
  */
 export interface ICallResult {
   call_id: string;
@@ -534,8 +534,7 @@ export interface ICallResult {
    */
   truncated?: boolean;
   /**
-   * inspect_variables: the expression's text/plain value (JSON made by
-   * jupyter-ci's inspection code).
+   * evaluate: the expression's text/plain value ('' when it raised).
    */
   text?: string;
 }
@@ -995,7 +994,7 @@ export interface IProtocolDefinitions {
   ReplaceSourceCall: IReplaceSourceCall;
   DeleteCellCall: IDeleteCellCall;
   RunCellCall: IRunCellCall;
-  InspectVariablesCall: IInspectVariablesCall;
+  EvaluateCall: IEvaluateCall;
   InterruptCall: IInterruptCall;
   Call: Call;
   CallResult: ICallResult;

@@ -228,7 +228,7 @@ export const VALID: ISample[] = [
     source: 'print(1)'
   }),
   valid('Call', { ...call, method: 'run_cell', cell_id: 'c2' }),
-  valid('Call', { ...call, method: 'inspect_variables', expression: '1' }),
+  valid('Call', { ...call, method: 'evaluate', expression: '1' }),
   valid('Call', { ...call, method: 'interrupt' }),
 
   // CallReply: both members, and a progress note.
