@@ -51,6 +51,7 @@ VOCABULARY = {
     "HeldBackErrorName",
     "ResumeMetadataKey",
     "CellMetadataKey",
+    "ReplyGraceSeconds",
 }
 OPAQUE = {"Output"}  # nbformat's own output shapes, passed through as dicts
 
