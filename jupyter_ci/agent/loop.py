@@ -680,6 +680,11 @@ class AgentRun:
             # Stopped, or the stream was cut: the cell must not stay half-written and runnable.
             ours = self._stopping or not isinstance(err, asyncio.CancelledError)
             if pump_task is not None and ours:
+                # The pump ends by itself too: asyncio.wait_for (3.11) can swallow a cancel
+                # that arrives as the awaited call completes.
+                done = True
+                pending.clear()
+                wake.set()
                 pump_task.cancel()
                 await asyncio.gather(pump_task, return_exceptions=True)
                 if cell_id is not None:

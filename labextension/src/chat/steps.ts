@@ -43,8 +43,8 @@ export interface IRunCell {
 }
 
 /**
- * Code the model is writing now: its text as streamed (the model's own
- * Markdown, fence included), for the cell `cellId` (null until the cell is
+ * Code the model is writing now: the code as streamed (without the
+ * Markdown fence around it), for the cell `cellId` (null until the cell is
  * known: a new cell before it is inserted, another proposal, a fix of the
  * user's cell).
  */
