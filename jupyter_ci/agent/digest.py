@@ -473,14 +473,16 @@ def _render(out: Mapping[str, Any], images: _Images) -> _Block | None:
         name = out.get("name") if out.get("name") in ("stdout", "stderr") else "stream"
         return _Block(f"[{name}]", text) if text else None
     if kind == "error":
+        traceback = out.get("traceback")
         text, cut = digest_error(
             str(out.get("ename", "Error")),
             str(out.get("evalue", "")),
-            [str(line) for line in out.get("traceback") or []],
+            [str(line) for line in traceback] if isinstance(traceback, list) else [],
         )
         return _Block("[error]", text, cut)
     if kind in ("execute_result", "display_data"):
-        block = _render_data(out.get("data") or {}, images)
+        data = out.get("data")
+        block = _render_data(data if isinstance(data, Mapping) else {}, images)
         if block is None:
             return None
         if kind == "execute_result":
