@@ -152,7 +152,8 @@ def test_every_message_is_answered_and_none_breaks_the_dispatcher(
         replies = [m for m in connection.sent if m.get("reply_to") == request_id]
         assert len(replies) == 1, connection.sent
         if replies[0]["ok"] is False:
-            assert replies[0]["error"]["code"] and replies[0]["error"]["message"]
+            assert replies[0]["error"]["code"]
+            assert replies[0]["error"]["message"]
         return
     try:
         message = json.loads(raw)
@@ -183,4 +184,5 @@ def test_the_server_still_serves_a_tab_after_the_fuzzing(
         "notebook_paths": [],
     }
     jp_asyncio_loop.run_until_complete(app.dispatcher.handle(connection, json.dumps(hello)))
-    assert connection.sent[0]["reply_to"] == "h" and connection.sent[0]["ok"] is True
+    assert connection.sent[0]["reply_to"] == "h"
+    assert connection.sent[0]["ok"] is True
