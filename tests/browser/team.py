@@ -9,6 +9,7 @@ what is missing.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -20,6 +21,7 @@ import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from functools import partial
@@ -341,9 +343,75 @@ def start_gateway(base: Path) -> Iterator[tuple[str, str]]:
             if process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"the kernel gateway did not start:\n{log_path.read_text()}")
             time.sleep(0.2)
+        _warm_up(url, token)
         yield url, token
     finally:
         stop_process(process)
+
+
+def _warm_up(url: str, token: str, timeout: float = 90) -> None:
+    """Start one kernel on the gateway, wait for its answer to a ``kernel_info_request`` (over
+    its websocket, as a frontend asks), and shut it down.
+
+    A first kernel start on a busy machine takes seconds; JupyterLab meanwhile connects to the
+    kernel twice with one session id, and once (of several runs) the gateway kept the
+    connection the page had given up, so the page never saw the kernel idle. Warm, the tests'
+    kernels start in a fraction of a second, as they do on the second start.
+    """
+    headers = {"Authorization": f"token {token}"}
+    create = urllib.request.Request(
+        f"{url}/api/kernels", data=b'{"name": "python3"}', method="POST", headers=headers
+    )
+    with urllib.request.urlopen(create, timeout=60) as response:
+        kernel = f"{url}/api/kernels/{json.loads(response.read())['id']}"
+    try:
+        channels = "ws" + kernel.removeprefix("http") + "/channels"
+        # In a thread of its own: the tests' thread runs Playwright's event loop.
+        with ThreadPoolExecutor(1) as thread:
+            waited = asyncio.wait_for(_kernel_info(channels, headers), timeout)
+            thread.submit(asyncio.run, waited).result()
+    except TimeoutError:
+        message = f"the gateway's first kernel did not answer within {timeout} s"
+        raise RuntimeError(message) from None
+    finally:
+        delete = urllib.request.Request(kernel, method="DELETE", headers=headers)
+        with suppress(OSError):
+            urllib.request.urlopen(delete, timeout=60).close()
+
+
+async def _kernel_info(channels: str, headers: dict[str, str]) -> None:
+    """Ask the kernel at ``channels`` (its websocket) for its info until it answers."""
+    from tornado.httpclient import HTTPRequest
+    from tornado.websocket import websocket_connect
+
+    connection = await websocket_connect(HTTPRequest(channels, headers=headers))
+    try:
+        session = uuid.uuid4().hex
+        while True:
+            msg_id = uuid.uuid4().hex
+            header = {
+                "msg_id": msg_id,
+                "msg_type": "kernel_info_request",
+                "session": session,
+                "username": "",
+                "date": "",
+                "version": "5.3",
+            }
+            message = {"header": header, "parent_header": {}, "metadata": {}, "content": {}}
+            await connection.write_message(json.dumps({**message, "channel": "shell"}))
+            # A kernel still starting may miss the request: ask again after a while.
+            with suppress(TimeoutError):
+                while True:
+                    text = await asyncio.wait_for(connection.read_message(), 5)
+                    if text is None:
+                        raise RuntimeError("the gateway closed the kernel's websocket")
+                    reply = json.loads(text)
+                    if reply.get("parent_header", {}).get("msg_id") == msg_id and (
+                        reply.get("msg_type") == "kernel_info_reply"
+                    ):
+                        return
+    finally:
+        connection.close()
 
 
 @contextmanager
@@ -356,6 +424,16 @@ def start_gateway_lab(
         lab_args = [f"--gateway-url={url}", f"--GatewayClient.auth_token={token}", *args]
         with start_lab(base, args=lab_args, env=env) as lab:
             yield lab, base / "kernelgateway.log"
+
+
+def rest(lab: Lab, method: str, path: str) -> Any:
+    """Call the Jupyter server's REST API (``path`` below ``lab.url``) with the Lab's token."""
+    request = urllib.request.Request(
+        f"{lab.url}{path}", method=method, headers={"Authorization": f"token {lab.token}"}
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        text = response.read()
+    return json.loads(text) if text else None
 
 
 def query(url: str, **params: str) -> str:
@@ -399,34 +477,35 @@ def handoff_runs_a_generated_cell(context: Any, lab: Lab, model: Any) -> str:
     return printed
 
 
-def panel_request_stop_and_export(context: Any, lab: Lab, model: Any) -> str:
-    """From the panel: a request whose long cell Stop interrupts in the kernel, then a request
-    that runs to its end, then Export; returns the notebook's path."""
-    model.set_script(
-        [
-            Reply.code(LONG_CELL, prose="This takes a while."),
-            Reply.code("print('after stop', 6 * 7)"),
-            Reply.text("It printed 42."),
-        ]
-    )
+def long_cell_started_from_the_panel(
+    context: Any, lab: Lab, model: Any, then: list[Reply]
+) -> tuple[Any, str]:
+    """A new notebook open in a new page with the panel, a request asked there whose cell
+    (:data:`LONG_CELL`) has started in the kernel; the model answers with ``then`` afterwards.
+    Returns the page and the notebook's path."""
+    model.set_script([Reply.code(LONG_CELL, prose="This takes a while."), *then])
     path = write_notebook(lab, ["c = 3"])
     page = context.new_page()
     open_lab_app(page, lab)
     open_notebook(page, path)
     open_chat(page)
-    terminal = ("done", "failed", "stopped")
-
     ask(page, "wait a minute")
-    stop = page.locator(by_testid("jupyter-ci-stop"))
-    stop.wait_for(timeout=60_000)
     wait_until(
-        lambda: (
-            len(cells(page, path)) == 2 and "started" in text_of(cells(page, path)[1]["outputs"])
-        ),
+        lambda: any("started" in text_of(c["outputs"]) for c in cells(page, path)),
         90,
         "the long cell to start",
         lambda: dump(page, path),
     )
+    return page, path
+
+
+def panel_request_stop_and_export(context: Any, lab: Lab, model: Any) -> str:
+    """From the panel: a request whose long cell Stop interrupts in the kernel, then a request
+    that runs to its end, then Export; returns the notebook's path."""
+    then = [Reply.code("print('after stop', 6 * 7)"), Reply.text("It printed 42.")]
+    page, path = long_cell_started_from_the_panel(context, lab, model, then)
+    terminal = ("done", "failed", "stopped")
+    stop = page.locator(by_testid("jupyter-ci-stop"))
     page.locator(f"{PANEL} [data-testid='jupyter-ci-step']", has_text="Running").wait_for()
     stop.click()
     assert wait_run(page, terminal, timeout=60) == "stopped", conversation_text(page)

@@ -13,14 +13,18 @@ from typing import Any
 
 import pytest
 
-from jupyter_ci.testing import ScriptedModelServer
+from jupyter_ci.testing import Reply, ScriptedModelServer
 
+from .chat import stored_conversation, wait_run_state
 from .conftest import SCRIPTED_KEY, model_lab_args
 from .lab import ARTIFACTS, Lab
+from .notebooks import wait_until
 from .team import (
     gateway_missing,
     handoff_runs_a_generated_cell,
+    long_cell_started_from_the_panel,
     panel_request_stop_and_export,
+    rest,
     start_gateway_lab,
 )
 
@@ -56,3 +60,27 @@ def test_panel_request_stop_and_export_with_the_gateways_kernel(
     model_context: Any, model_lab: Lab, model: ScriptedModelServer
 ) -> None:
     panel_request_stop_and_export(model_context, model_lab, model)
+
+
+def test_a_restart_of_the_gateways_kernel_stops_the_run(
+    model_context: Any, model_lab: Lab, model: ScriptedModelServer
+) -> None:
+    # The gateway's kernel manager reports the restart as the server's own does (its
+    # kernel_actions event); the run stops, saying so, and its cell is not run again.
+    page, path = long_cell_started_from_the_panel(
+        model_context, model_lab, model, [Reply.text("never")]
+    )
+    sessions = rest(model_lab, "GET", "api/sessions")
+    [kernel_id] = [s["kernel"]["id"] for s in sessions if s["path"] == path]
+    rest(model_lab, "POST", f"api/kernels/{kernel_id}/restart")
+    assert wait_run_state(page, ("done", "failed", "stopped"), timeout=60) == "stopped"
+
+    def finished() -> dict[str, Any] | None:
+        runs = stored_conversation(model_lab, path)["runs"]
+        ends = [e for run in runs for e in run["events"] if e.get("type") == "finished"]
+        return ends[-1] if ends else None
+
+    end = wait_until(finished, 30, "the run's finished event in the store")
+    assert (end["state"], end["reason"]) == ("stopped", "kernel_restarted"), end
+    assert len(model.chat_requests) == 1
+    assert model_context.jupyter_ci_errors == []
