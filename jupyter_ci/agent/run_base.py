@@ -1,0 +1,248 @@
+"""What every part of an :class:`~jupyter_ci.agent.loop.AgentRun` shares: its state, its
+events and one try of a cell.
+
+:class:`RunBase` holds a run's request, seams and counters, emits its events (ARCHITECTURE.md,
+"The run record"), moves its state machine, runs a cell once (:meth:`RunBase._execute`) and says
+when a cell's ending ends the run. The model's side (:mod:`.generate`), the user's
+(:mod:`.review`) and the loop itself (:mod:`.loop`) build on it, one class on the other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from dataclasses import replace
+from typing import Any
+
+from ..errors import CellError, CellTimeout, JupyterCIError, KernelDied, StoppedByUser
+from ..execution.status import CellStatus
+from ..models.base import Model
+from .cells import RunCells
+from .digest import Digest, digest_outputs, new_nonce
+from .files import FileWatch
+from .messages import Conversation
+from .model_calls import ModelCalls
+from .outcome import live_line
+from .request import Approver, EventCallback, RunRequest
+from .states import RunState, RunStateMachine
+from .workspace import Execution, Workspace
+
+#: Characters of one execution's digest shown to the model.
+DIGEST_CHARS = 4000
+#: What the run record says of a cell the run stopped waiting for.
+ABANDONED = "[the cell did not end after Stop interrupted it; the run stopped without waiting]"
+
+
+class _NoStream:
+    """Marker: this model call must not stream code into a new cell (fixes replace a cell)."""
+
+
+NO_STREAM = _NoStream()
+
+
+class _Finish(Exception):
+    """Internal: end the run now with this state and reason."""
+
+    def __init__(
+        self,
+        state: RunState,
+        reason: str,
+        error: JupyterCIError | None = None,
+        answer: str = "",
+    ) -> None:
+        super().__init__(reason)
+        self.state = state
+        self.reason = reason
+        self.error = error
+        self.answer = answer
+
+
+class _Rejected(Exception):
+    """Internal: the user rejected the cell awaiting approval."""
+
+
+#: How a run ends when a cell ends with the kernel gone and nobody asked for it.
+_KERNEL_ENDS: dict[CellStatus, tuple[RunState, str, str]] = {
+    CellStatus.KERNEL_DIED: (RunState.FAILED, "kernel_died", "The kernel died while the cell ran."),
+    CellStatus.KERNEL_SHUTDOWN: (
+        RunState.STOPPED,
+        "kernel_shutdown",
+        "The kernel was shut down while the cell ran.",
+    ),
+    CellStatus.KERNEL_RESTARTED: (
+        RunState.STOPPED,
+        "kernel_restarted",
+        "The kernel restarted while the cell ran.",
+    ),
+}
+
+
+class RunBase:
+    """A run's state and the steps every part of the loop takes (see the module's docstring)."""
+
+    def __init__(
+        self,
+        request: RunRequest,
+        workspace: Workspace,
+        model: Model,
+        *,
+        run_id: str | None = None,
+        on_event: EventCallback | None = None,
+        approve: Approver | None = None,
+        use_tools: bool = False,
+    ) -> None:
+        self.request = request
+        self.settings = request.settings
+        self.workspace = workspace
+        self.model = model
+        self.run_id = run_id or uuid.uuid4().hex
+        self.on_event = on_event
+        self.approve = approve
+        self.machine = RunStateMachine()
+        self.nonce = new_nonce()
+        self.conversation = Conversation(
+            model,
+            self.settings,
+            self.nonce,
+            request.prompt,
+            tuple(dict(m) for m in request.history),
+            request.attachments,
+            request.attached_cells,
+        )
+        self.calls = ModelCalls(
+            model,
+            self.settings,
+            self.conversation,
+            use_tools=use_tools,
+            emit=self.emit,
+            notice=self._notice,
+        )
+        self.cells = RunCells(workspace, self.run_id, request.anchor_id, self.emit)
+        self.files = FileWatch(workspace, self.emit)
+        self.attempts = 0
+        self.notices: list[str] = []
+        self._seq = 0
+        self._stopping = False
+        self._stop_reason = "user"
+        self._stop_error: JupyterCIError | None = None
+        self._executing = False
+        self._cell_task: asyncio.Future[Execution] | None = None
+        self._interrupt_task: asyncio.Future[None] | None = None
+        self._attempt: int | None = None
+        self._started = time.monotonic()
+
+    # --- events -------------------------------------------------------------------------------
+
+    def emit(self, event_type: str, **fields: Any) -> None:
+        """Send one run event (with run id, sequence number and time) to the listener."""
+        self._seq += 1
+        event = {"run_id": self.run_id, "seq": self._seq, "time": time.time(), "type": event_type}
+        event.update(fields)
+        if self.on_event is not None:
+            self.on_event(event)
+
+    def _move(self, state: RunState, reason: str = "") -> None:
+        if self.machine.state is state:
+            return
+        self.machine.advance(state, reason)
+        attempt = self._attempt
+        if state is RunState.FIXING and attempt is not None:
+            attempt += 1  # the attempt being written
+        if state is RunState.GENERATING:
+            attempt = None
+        max_attempts = self.settings.max_attempts if attempt is not None else None
+        text = live_line(state, attempt, max_attempts, reason)
+        self.emit("state", state=state.value, reason=reason, text=text)
+
+    def _notice(self, text: str) -> None:
+        if text in self.request.said or text in self.notices:
+            return  # said once per conversation is enough
+        self.notices.append(text)
+        self.emit("message", role="notice", text=text)
+
+    # --- one try of a cell --------------------------------------------------------------------
+
+    async def _execute(self, cell_id: str, attempt: int) -> tuple[Execution, Digest]:
+        """Run the cell once; a cell stopped, or ended with its kernel, ends the run here."""
+        if self._stopping:
+            raise StoppedByUser()
+        self._attempt = attempt
+        self._move(RunState.EXECUTING)
+        self.attempts += 1
+        self.emit(
+            "attempt", cell_id=cell_id, attempt=attempt, max_attempts=self.settings.max_attempts
+        )
+        await self.files.start()
+        self.emit("execution_started", cell_id=cell_id, attempt=attempt)
+        self._executing = True
+        self._cell_task = asyncio.ensure_future(
+            self.workspace.run_cell(cell_id, self.settings.timeout)
+        )
+        try:
+            execution = await self._cell_task
+        except asyncio.CancelledError:
+            if not self._stopping:
+                raise
+            self.emit(
+                "execution_finished",
+                cell_id=cell_id,
+                status=CellStatus.INTERRUPTED.value,
+                execution_count=None,
+                digest=ABANDONED,
+                duration=None,
+            )
+            raise StoppedByUser() from None
+        finally:
+            self._executing = False
+            self._cell_task = None
+        digest = self._digest(execution.outputs)
+        self.emit(
+            "execution_finished",
+            cell_id=cell_id,
+            status=execution.status.value,
+            execution_count=execution.execution_count,
+            digest=digest.text,
+            duration=execution.duration,
+        )
+        self._end_if_over(execution.status)
+        await self.files.check()
+        return execution, digest
+
+    def _end_if_over(self, status: CellStatus) -> None:
+        """End the run when the cell was stopped, or its kernel went away; else go on.
+
+        The reason is what was asked (Stop, a restart, a shutdown, the tab gone) when something
+        was; otherwise what the cell's status says.
+        """
+        if self._stopping:
+            raise _Finish(RunState.STOPPED, self._stop_reason, self._stop_error or StoppedByUser())
+        if status.stopped:
+            raise _Finish(RunState.STOPPED, "user", StoppedByUser())
+        if status.kernel_gone:
+            state, reason, detail = _KERNEL_ENDS[status]
+            raise _Finish(state, reason, KernelDied(detail))
+
+    def _digest(self, outputs: list[dict[str, Any]]) -> Digest:
+        """What the model is shown of a cell's outputs (only its errors without share_outputs)."""
+        if not self.settings.share_outputs:
+            errors = [out for out in outputs if out.get("output_type") == "error"]
+            digest = digest_outputs(errors, max_chars=DIGEST_CHARS, vision=False)
+            note = "[outputs are not shared with the model; only errors are shown]"
+            return replace(digest, text=f"{note}\n{digest.text}".rstrip())
+        return digest_outputs(
+            outputs, max_chars=DIGEST_CHARS, vision=getattr(self.model, "vision", False)
+        )
+
+    def _error_of(self, execution: Execution) -> JupyterCIError:
+        if execution.status is CellStatus.TIMED_OUT:
+            return CellTimeout(self.settings.timeout)
+        error = execution.error
+        if error is None:
+            return CellError("Error", "the cell failed without an error output")
+        return CellError.from_output(error)
+
+    async def _insert(self, after_id: str | None, source: str, step: int) -> str:
+        if self._stopping:
+            raise StoppedByUser()
+        return await self.cells.insert(after_id, source, step)
