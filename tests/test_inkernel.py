@@ -251,7 +251,7 @@ def test_should_hand_off_only_for_a_matching_stamp() -> None:
 
 
 def _run_until(
-    kc: Any, code: str, marker: str | None = None, timeout: float = 60
+    kc: Any, code: str, marker: str | None = None, timeout: float = 180
 ) -> tuple[str, list[dict[str, Any]], str]:
     """Execute ``code``; if ``marker`` shows in its stdout, return at once (reply not awaited)."""
     msg_id = kc.execute(code)
@@ -273,7 +273,7 @@ def _run_until(
     raise AssertionError(f"no end of {code!r} within {timeout} s; got {text!r}")
 
 
-def _rest(kc: Any, msg_id: str, timeout: float = 30) -> tuple[str, list[dict[str, Any]]]:
+def _rest(kc: Any, msg_id: str, timeout: float = 180) -> tuple[str, list[dict[str, Any]]]:
     text, errors = "", []
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -326,7 +326,7 @@ def test_timeout_and_user_interrupt() -> None:
             assert len(server.chat_requests) == 2  # no fix was asked for
             # Interrupted while waiting for the model.
             _, _, msg_id = _run_until(kc, "%%ci say something\n", "asking")
-            server.wait_for_requests(3, timeout=30)
+            server.wait_for_requests(3, timeout=180)
             km.interrupt_kernel()
             text, errors = _rest(kc, msg_id)
             assert "jupyter-ci: stopped by the user" in text
