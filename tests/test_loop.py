@@ -111,7 +111,7 @@ async def test_iris_wrong_column_is_fixed_in_the_same_cell(
 
 
 async def test_attempts_cap(workspace: KernelWorkspace) -> None:
-    script = [Reply.code("1/0", times=None)]
+    script = [Reply.code("1/0"), Reply.code("2/0"), Reply.code("3/0")]
     with ScriptedModelServer(script) as server:
         outcome = await run_loop(workspace, server, "divide", max_attempts=2)
         assert len(server.chat_requests) == 2
@@ -121,6 +121,58 @@ async def test_attempts_cap(workspace: KernelWorkspace) -> None:
     assert outcome.error.ename == "ZeroDivisionError"
     assert outcome.attempts == 2
     assert len(outcome.cells) == 1
+
+
+async def test_a_fix_is_told_what_is_there(iris_workspace: KernelWorkspace) -> None:
+    """The KeyError's frame's real columns, and the closest to the missing one, go with it."""
+    script = [Reply.code(WRONG), Reply.code(FIXED), Reply.text("Plotted.")]
+    with ScriptedModelServer(script) as server:
+        outcome = await run_loop(iris_workspace, server, "plot", share_outputs=False)
+        fix_request = server.chat_requests[1].body["messages"][-1]["content"]
+    assert outcome.state is RunState.DONE, outcome.error
+    assert "What is there now, read from the kernel:" in fix_request
+    envelopes = re.findall(r"<untrusted-data[^>]*>(.*?)</untrusted-data", fix_request, re.S)
+    told = envelopes[-1]
+    assert "iris is a DataFrame with columns: 'sepal_length'" in told
+    assert "closest to 'petal_len' among iris's columns: 'petal_length'" in told
+    # Names only: no value of the frame went with it (share_outputs is off).
+    assert "5.1" not in fix_request
+
+
+async def test_the_code_that_just_failed_is_never_run_again(workspace: KernelWorkspace) -> None:
+    script = [
+        Reply.code("value = 1/0"),
+        Reply.code("value = 1/0\n"),  # the same code (a trailing newline aside)
+        Reply.code("value = 1/1"),
+        Reply.text("It is 1."),
+    ]
+    recorder = Recorder()
+    with ScriptedModelServer(script) as server:
+        outcome = await run_loop(workspace, server, "divide", recorder=recorder)
+        requests = server.chat_requests
+    assert outcome.state is RunState.DONE, outcome.error
+    assert outcome.attempts == 2  # ran twice: the repeated code was not run
+    assert [e["attempt"] for e in recorder.of("attempt")] == [1, 3]
+    notices = [e["text"] for e in recorder.of("message") if e["role"] == "notice"]
+    assert any(
+        "proposed the code that just failed again; it was not run (attempt 2/3)" in n
+        for n in notices
+    ), notices
+    asked_again = requests[2].body["messages"][-1]["content"]
+    assert "it was not run" in asked_again
+    assert "attempt 2 of 3" in asked_again
+    (cell,) = [c for c in await workspace.read_cells() if c.id in outcome.cells]
+    assert cell.source == "value = 1/1"
+
+
+async def test_repeating_the_failed_code_uses_up_the_attempts(workspace: KernelWorkspace) -> None:
+    with ScriptedModelServer([Reply.code("1/0", times=None)]) as server:
+        outcome = await run_loop(workspace, server, "divide", max_attempts=2)
+        assert len(server.chat_requests) == 2
+    assert (outcome.state, outcome.reason) == (RunState.FAILED, "max_attempts")
+    assert outcome.attempts == 1
+    assert isinstance(outcome.error, CellError)
+    assert outcome.error.ename == "ZeroDivisionError"
 
 
 async def test_one_attempt_means_no_fix(workspace: KernelWorkspace) -> None:

@@ -14,7 +14,7 @@ NONCE = "0123456789abcdef"
 
 
 def test_render_is_strict_both_ways() -> None:
-    with pytest.raises(KeyError, match="missing values: digest"):
+    with pytest.raises(KeyError, match="missing values: context, digest"):
         render("cell_failed", attempt=1, max_attempts=3)
     with pytest.raises(KeyError, match="unexpected values: extra"):
         render("cell_rejected", comment="", extra=1)
@@ -46,7 +46,11 @@ def test_failed_cell_prompt_exact_text() -> None:
     }
     digest = digest_outputs([error])
     text = render(
-        "cell_failed", attempt=1, max_attempts=3, digest=wrap_untrusted(digest.text, NONCE)
+        "cell_failed",
+        attempt=1,
+        max_attempts=3,
+        digest=wrap_untrusted(digest.text, NONCE),
+        context="",
     )
     assert text == (
         "The cell failed (attempt 1 of 3). What the kernel returned:\n"
@@ -154,5 +158,13 @@ def context_vars(context: Context) -> int:
 
 
 def test_templates_have_no_stray_placeholders() -> None:
-    for name in ("system", "request", "cell_failed", "cell_timed_out", "cell_succeeded"):
+    names = (
+        "system",
+        "request",
+        "cell_failed",
+        "cell_timed_out",
+        "cell_succeeded",
+        "fix_identical",
+    )
+    for name in names:
         assert "{" not in template(name).replace("${", ""), name

@@ -185,3 +185,13 @@ def parse_fix_context(text: str) -> list[str]:
     if not isinstance(data, list):
         return []
     return [line for line in data if isinstance(line, str) and line]
+
+
+def same_code(one: str, other: str) -> bool:
+    """Whether two versions of a cell are the same code: equal once trailing spaces and blank
+    lines are set aside (a fix that is the failed code again would fail the same way)."""
+
+    def lines(code: str) -> list[str]:
+        return [line.rstrip() for line in code.strip().splitlines() if line.strip()]
+
+    return lines(one) == lines(other)

@@ -37,6 +37,7 @@ from ..errors import (
 )
 from ..execution.status import CellStatus
 from .digest import Digest
+from .fix_context import same_code
 from .generate import _prose
 from .messages import text_of
 from .outcome import RunOutcome
@@ -55,6 +56,9 @@ from .workspace import Execution
 #: can end ipykernel's handling of it with no reply) is left, and the run ends stopped.
 STOP_INTERRUPT_EVERY = 2.0
 STOP_INTERRUPTS = 5
+#: How long reading what a failure is about may take (seconds): a fix is asked for without it
+#: after this (see :mod:`jupyter_ci.agent.fix_context`).
+FIX_CONTEXT_TIMEOUT = 15.0
 
 
 class AgentRun(Reviewing):
@@ -255,18 +259,57 @@ class AgentRun(Reviewing):
                 attempt=attempt,
                 max_attempts=self.settings.max_attempts,
                 digest=self.conversation.wrap(digest.text),
+                context=await self._what_is_there(execution, source),
                 **extra,
             )
             messages.append(self.conversation.user_message(prompt, digest))
-            reply, fixed, _ = await self._generate(messages, stream_after=NO_STREAM)
-            messages.append({"role": "assistant", "content": reply.text or fixed or ""})
-            if fixed is None:
-                raise BadCodeBlock(
-                    "The model answered without a fix for the failing cell.", reply.text
+            fixed = await self._ask_for_fix(messages)
+            while same_code(fixed, source):
+                # The same code would fail the same way: it is not run, and costs an attempt.
+                attempt += 1
+                self.emit(
+                    "message",
+                    role="notice",
+                    text=f"The model proposed the code that just failed again; it was not run "
+                    f"(attempt {attempt}/{self.settings.max_attempts}).",
                 )
+                if attempt >= self.settings.max_attempts:
+                    raise _Finish(RunState.FAILED, "max_attempts", self._error_of(execution))
+                again = render(
+                    "fix_identical", attempt=attempt, max_attempts=self.settings.max_attempts
+                )
+                messages.append({"role": "user", "content": again})
+                fixed = await self._ask_for_fix(messages)
             attempt += 1
             await self.cells.rewrite(cell_id, source, fixed, attempt, cause="fix")
             source = fixed
+
+    async def _ask_for_fix(self, messages: list[dict[str, Any]]) -> str:
+        """The model's fixed code for the failing cell (its reply added to ``messages``)."""
+        reply, fixed, _ = await self._generate(messages, stream_after=NO_STREAM)
+        messages.append({"role": "assistant", "content": reply.text or fixed or ""})
+        if fixed is None:
+            raise BadCodeBlock("The model answered without a fix for the failing cell.", reply.text)
+        return fixed
+
+    async def _what_is_there(self, execution: Execution, code: str) -> str:
+        """What the cell's error is about, read from the kernel (the frame's real columns, the
+        names defined, the files...), as a paragraph of the fix prompt; '' when nothing fits."""
+        error = execution.error
+        if execution.status is not CellStatus.ERROR or error is None:
+            return ""
+        ename, evalue = str(error.get("ename", "")), str(error.get("evalue", ""))
+        try:
+            lines = await asyncio.wait_for(
+                self.workspace.fix_context(ename, evalue, code), FIX_CONTEXT_TIMEOUT
+            )
+        except (JupyterCIError, asyncio.TimeoutError):
+            return ""
+        if not lines:
+            return ""
+        return "\n\nWhat is there now, read from the kernel:\n" + self.conversation.wrap(
+            "\n".join(lines)
+        )
 
     # --- the end ------------------------------------------------------------------------------
 
