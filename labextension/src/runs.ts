@@ -237,6 +237,9 @@ export class RunTracker implements IDisposable {
           view.cells.push(event.cell_id);
         }
         break;
+      case 'cell_deleted':
+        view.cells = view.cells.filter(id => id !== event.cell_id);
+        break;
       case 'attempt':
         view.attempt = {
           cellId: event.cell_id,
