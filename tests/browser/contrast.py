@@ -1,6 +1,6 @@
 """The contrast of every text jupyter-ci draws, measured in the page as WCAG defines it.
 
-:func:`low_contrast` finds each visible element jupyter-ci draws (under an element with a
+:func:`measure` finds each visible element jupyter-ci draws (under an element with a
 ``jp-jupyter-ci``/``jupyter-ci`` class or a ``data-testid`` starting ``jupyter-ci``) that shows
 text of its own (a text node, a form control's value or placeholder, a list item's number) and
 computes the WCAG contrast ratio of its computed text colour against its effective background:

@@ -8,11 +8,19 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from jupyter_ci.testing import Reply, ScriptedModelServer
 
-from .chat import PANEL, ask, by_testid, conversation_text, open_chat, runs, wait_run_state
+from .chat import (
+    PANEL,
+    ask,
+    by_testid,
+    conversation_text,
+    open_chat,
+    runs,
+    set_theme,
+    wait_run_state,
+)
+from .contrast import low_contrast, measure
 from .lab import Lab
 from .notebooks import (
     TERMINAL,
@@ -334,11 +342,12 @@ DIRTY = (
 SLOW_CODE = "\n".join(f"step_{i} = {i} * 2  # a line of the model's code" for i in range(30))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs the server's cell_updated event with cause 'stopped' (protocol since a686334; "
-    "not sent by the loop at 3ad78a8)",
-)
+def stopped_badge(page: Any, path: str, index: int) -> Any:
+    """The locator of cell ``index``'s "stopped before running" badge."""
+    cell = panel(page, path).locator(".jp-Notebook .jp-Cell").nth(index)
+    return cell.locator('[data-testid="jupyter-ci-badge"]').get_by_text("stopped before running")
+
+
 def test_a_cell_stopped_while_written_says_stopped_before_running(
     model_context: Any, model_lab: Lab, model: ScriptedModelServer
 ) -> None:
@@ -358,13 +367,8 @@ def test_a_cell_stopped_while_written_says_stopped_before_running(
     status = wait_for_status(page, path, 1, TERMINAL)
     assert status["state"] == "stopped", dump(page, path)
     cell = cells(page, path)[2]
-    badge = (
-        panel(page, path)
-        .locator(".jp-Notebook .jp-Cell")
-        .nth(2)
-        .locator('[data-testid="jupyter-ci-badge"]')
-    )
-    badge.get_by_text("stopped before running").wait_for(timeout=15_000)
+    badge = stopped_badge(page, path, 2)
+    badge.wait_for(timeout=15_000)
     # Commented out, never run: Run All cannot run it unedited.
     lines = [line for line in cell["source"].splitlines() if line.strip()]
     assert lines, cell["source"]
@@ -372,25 +376,26 @@ def test_a_cell_stopped_while_written_says_stopped_before_running(
     assert cell["outputs"] == []
     assert cell["execution_count"] is None
     assert cell["metadata"]["jupyter_ci"].get("stopped") is True
+    # Legible in both themes.
+    for theme in ("JupyterLab Dark", "JupyterLab Light"):
+        set_theme(page, theme)
+        found = [m for m in measure(page) if m.text == "stopped before running"]
+        assert found, theme
+        assert low_contrast(found) == [], theme
 
     # Saved and opened again, the badge is still there (the cell's hint says so)...
     command(page, "docmanager:save")
     wait_until(lambda: not page.evaluate(DIRTY, path), 30, "the notebook saved")
     open_lab_app(page, model_lab)
     open_notebook(page, path)
-    badge = (
-        panel(page, path)
-        .locator(".jp-Notebook .jp-Cell")
-        .nth(2)
-        .locator('[data-testid="jupyter-ci-badge"]')
-    )
-    badge.get_by_text("stopped before running").wait_for(timeout=30_000)
+    badge = stopped_badge(page, path, 2)
+    badge.wait_for(timeout=30_000)
     found = status_of(cells(page, path)[1])
     assert found is not None
     assert found["state"] == "stopped", found
     # ...until the user edits the cell and runs it.
     set_source(page, path, 2, "print('my own code')")
     run_cell(page, path, 2)
-    badge.get_by_text("stopped before running").wait_for(state="hidden", timeout=30_000)
+    badge.wait_for(state="hidden", timeout=30_000)
     assert "stopped" not in cells(page, path)[2]["metadata"]["jupyter_ci"]
     assert model_context.jupyter_ci_errors == []

@@ -115,7 +115,10 @@ def test_every_text_jupyter_ci_draws_is_legible_in_light_and_dark(
     )
     write_iris(model_lab)
     path = write_notebook(
-        model_lab, ["%load_ext jupyter_ci", "%%ci --review mean petal length per species"]
+        model_lab,
+        ["%load_ext jupyter_ci", "%%ci --review mean petal length per species"],
+        # A stable name: the panel's header shows it in the README's screenshot.
+        name="iris.ipynb",
     )
     page = model_context.new_page()
     open_lab_app(page, model_lab)
