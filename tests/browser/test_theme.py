@@ -103,7 +103,7 @@ def readme_screenshots(page: Any, path: str, theme: str) -> None:
 
 
 def test_every_text_jupyter_ci_draws_is_legible_in_light_and_dark(
-    model_context: Any, model_lab: Lab, model: ScriptedModelServer
+    model_context: Any, model_lab: Lab, model: ScriptedModelServer, artifacts: Path
 ) -> None:
     model.set_script(
         [
@@ -132,6 +132,8 @@ def test_every_text_jupyter_ci_draws_is_legible_in_light_and_dark(
             found = measure(tab)
             assert found, f"nothing of jupyter-ci measured ({phase}, {name})"
             seen[name].extend(found)
+            # What was measured, to look at (test-artifacts/).
+            tab.screenshot(path=str(artifacts / f"theme-{phase.replace(' ', '-')}-{name}.png"))
 
     try:
         run_all(page, path)
