@@ -104,20 +104,24 @@ def model_lab(
     """
     base = tmp_path_factory.mktemp("model-lab")
     with start_lab(
-        base,
-        args=[
-            f"--JupyterCI.model={SCRIPTED_MODEL}",
-            f"--JupyterCI.api_base={scripted_server.base_url}",
-            f"--JupyterCI.db_path={base / 'conversations.sqlite'}",
-            "--LabApp.expose_app_in_browser=True",
-        ],
-        env={"JUPYTER_CI_API_KEY": SCRIPTED_KEY},
+        base, args=model_lab_args(scripted_server, base), env={"JUPYTER_CI_API_KEY": SCRIPTED_KEY}
     ) as running:
         try:
             yield running
         finally:
             ARTIFACTS.mkdir(exist_ok=True)
             (ARTIFACTS / "model-lab.log").write_text(running.log())
+
+
+def model_lab_args(scripted_server: ScriptedModelServer, base: Path) -> list[str]:
+    """The arguments of a Lab whose jupyter-ci talks to the scripted model (its key is
+    ``SCRIPTED_KEY`` in ``JUPYTER_CI_API_KEY``), with the app exposed to tests."""
+    return [
+        f"--JupyterCI.model={SCRIPTED_MODEL}",
+        f"--JupyterCI.api_base={scripted_server.base_url}",
+        f"--JupyterCI.db_path={base / 'conversations.sqlite'}",
+        "--LabApp.expose_app_in_browser=True",
+    ]
 
 
 @pytest.fixture

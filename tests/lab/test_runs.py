@@ -124,13 +124,20 @@ async def test_stop_during_a_long_cell(
     start_kernel: KernelStarter,
     tab_factory: TabFactory,
 ) -> None:
-    model_server.set_script([Reply.code("import time\ntime.sleep(600)"), Reply.text("never")])
+    code = "print('sleeping', flush=True)\nimport time\ntime.sleep(600)"
+    model_server.set_script([Reply.code(code), Reply.text("never")])
     kernel_id = await start_kernel()
     tab = await open_tab(tab_factory, kernel_id)
     reply = await tab.request(start_request("a.ipynb", kernel_id, "wait a long time"))
     run_id = reply["run_id"]
-    # Stop once the kernel has begun the cell.
-    await tab.wait_until(lambda: len(tab.started_cells) == 1)
+
+    def sleeping() -> bool:
+        cells = tab.notebooks["a.ipynb"].cells
+        outputs = [o for c in cells if "jupyter_ci" in c["metadata"] for o in c["outputs"]]
+        return any("sleeping" in str(o.get("text", "")) for o in outputs)
+
+    # Stop once the cell's own code runs (an interrupt before it ends the request otherwise).
+    await tab.wait_until(sleeping)
     stopped = await tab.request({"request": "stop_run", "run_id": run_id})
     assert stopped["ok"] is True
     end = await tab.wait_for_event(finished, run_id, timeout=60)

@@ -130,7 +130,7 @@ async def test_a_run_of_a_killed_server_ends_in_its_record_and_its_replay(tmp_pa
                 started = await tab.request(start_request("a.ipynb", kernel["id"], "sleep"))
                 run_id = started["run_id"]
                 await tab.wait_for_event(
-                    lambda e: e["type"] == "execution_started", run_id, timeout=120
+                    lambda e: e["type"] == "execution_started", run_id, timeout=300
                 )
                 # The record is written off the run's path: once the start of the cell is in
                 # the history, the server dies without a word.
