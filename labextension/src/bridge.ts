@@ -317,7 +317,15 @@ export class NotebookBridge implements IDisposable {
         }
         break;
       case 'cell_updated':
-        if (event.attempt > 1) {
+        if (event.cause === 'stopped') {
+          this._decorations.update(event.cell_id, {
+            stopped: true,
+            streaming: false
+          });
+          if (this._ownRuns.has(event.run_id)) {
+            this._decorations.recordStopped(event.cell_id);
+          }
+        } else if (event.attempt > 1) {
           this._decorations.update(event.cell_id, {
             diff: event.diff,
             diffAttempt: event.attempt,

@@ -16,6 +16,7 @@ import { addChatPanel } from './chat/plugin';
 import { PANEL_ID } from './chat/panel';
 import { CIConnection } from './connection';
 import { CommandIDs } from './constants';
+import { FixInView } from './fixInView';
 import { HandoffController } from './handoff';
 import { handoffRendererFactory } from './handoffRenderer';
 import { jupyterCIIcon } from './icons';
@@ -122,6 +123,7 @@ const notebookPlugin: JupyterFrontEndPlugin<void> = {
       decorations,
       timings
     });
+    new FixInView(index, runs);
     const userOptions = (): Record<string, unknown> => settings.runOptions();
     new HandoffController({
       index,

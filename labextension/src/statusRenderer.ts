@@ -3,6 +3,7 @@ import { Widget } from '@lumino/widgets';
 
 import { STATUS_MIME } from './protocol';
 import { RequestRefusedError } from './connection';
+import { FocusOrigin } from './focusReturn';
 import { IRunView, RunTracker } from './runs';
 import {
   IStatusData,
@@ -32,12 +33,20 @@ export class StatusRenderer extends Widget implements IRenderMime.IRenderer {
     this._detail.className = 'jp-jupyter-ci-Status-detail';
     this._stop = document.createElement('button');
     this._stop.type = 'button';
-    this._stop.className = 'jp-jupyter-ci-button jp-jupyter-ci-Status-stop';
+    // JupyterLab's Button (ui-components) with its dialogs' warn colours.
+    this._stop.className =
+      'jp-Button jp-mod-styled jp-mod-warn jp-jupyter-ci-button jp-jupyter-ci-Status-stop';
     this._stop.textContent = 'Stop';
     this._stop.setAttribute('aria-label', 'Stop this jupyter-ci run');
     this._stop.title = 'Stop: abort the model and interrupt the kernel';
     this._stop.dataset.testid = 'jupyter-ci-stop';
     this._stop.addEventListener('click', () => this._onStop());
+    // Stop is disabled, then hidden, once pressed: the focus goes back to
+    // where it was (by default the notebook), not to the page's body.
+    this._focus = new FocusOrigin();
+    this.node.addEventListener('focusin', event =>
+      this._focus.entered(event, this.node)
+    );
     const row = document.createElement('div');
     row.className = 'jp-jupyter-ci-Status-row';
     row.append(this._line, this._stop);
@@ -109,6 +118,10 @@ export class StatusRenderer extends Widget implements IRenderMime.IRenderer {
     }
     this._stop.disabled = true;
     this._stop.textContent = 'Stopping…';
+    this._focus.restore(
+      this.node,
+      this.node.closest<HTMLElement>('.jp-Notebook')
+    );
     this._runs.connection
       .request({ request: 'stop_run', run_id: runId })
       .catch((error: unknown) => {
@@ -128,6 +141,7 @@ export class StatusRenderer extends Widget implements IRenderMime.IRenderer {
   private readonly _line: HTMLDivElement;
   private readonly _detail: HTMLDivElement;
   private readonly _stop: HTMLButtonElement;
+  private readonly _focus: FocusOrigin;
   private _data: IStatusData | null = null;
   private _frame = 0;
 }

@@ -319,6 +319,18 @@ def wait_until(
     raise AssertionError(f"{what} did not hold within {timeout} s (last: {last!r}){detail}")
 
 
+def frames(page: Any, count: int = 2) -> None:
+    """Wait until the page has drawn ``count`` more animation frames (layout and paint done
+    after a change), an event of the page's own instead of a fixed delay."""
+    page.evaluate(
+        """(count) => new Promise((done) => {
+          const step = (left) => left ? requestAnimationFrame(() => step(left - 1)) : done();
+          step(count);
+        })""",
+        count,
+    )
+
+
 #: The states a %%ci's status output ends in.
 TERMINAL = ("done", "failed", "stopped", "refused", "reused", "unavailable")
 

@@ -2,29 +2,34 @@ import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import * as React from 'react';
 
 import { ChatController } from './controller';
+import { useFollowNewest } from './follow';
 import { ICodeActions, Markdown } from './markdown';
 import { ChatEntry, IConversationView } from './model';
 import { RunSteps } from './runView';
 import { usageLine } from './steps';
 
 /**
- * The conversation of the bound notebook: messages, runs and its usage.
+ * The conversation of the bound notebook: messages, runs and its usage. It
+ * follows the newest message unless the user has scrolled up.
  */
 export function Conversation(props: {
   controller: ChatController;
   conversation: IConversationView | null;
   rendermime: IRenderMimeRegistry;
   actions: ICodeActions;
+  /**
+   * How many requests the panel has sent: each one follows the newest
+   * message again, even if the user had scrolled up.
+   */
+  sent: number;
 }): React.ReactElement {
-  const { controller, conversation, rendermime, actions } = props;
-  const end = React.useRef<HTMLDivElement>(null);
-  const shown = conversation?.entries;
-  React.useEffect(() => {
-    end.current?.scrollIntoView?.({ block: 'end' });
-  }, [shown]);
-  const entries = shown ?? [];
+  const { controller, conversation, rendermime, actions, sent } = props;
+  const log = React.useRef<HTMLDivElement>(null);
+  useFollowNewest(log, sent);
+  const entries = conversation?.entries ?? [];
   return (
     <div
+      ref={log}
       className="jp-jupyter-ci-conversation"
       data-testid="jupyter-ci-conversation"
       role="log"
@@ -63,7 +68,6 @@ export function Conversation(props: {
           ? `Conversation: ${conversation.usage.runs} run(s), ${usageLine(conversation.usage)}`
           : ''}
       </div>
-      <div ref={end} />
     </div>
   );
 }

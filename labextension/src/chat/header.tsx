@@ -1,4 +1,9 @@
-import { refreshIcon } from '@jupyterlab/ui-components';
+import {
+  Button,
+  HTMLSelect,
+  ToolbarButtonComponent,
+  refreshIcon
+} from '@jupyterlab/ui-components';
 import * as React from 'react';
 
 import type { Mode } from '../protocol';
@@ -22,16 +27,12 @@ export function Header(props: {
         <span className="jp-jupyter-ci-path" data-testid="jupyter-ci-path">
           {state.path ?? ''}
         </span>
-        <button
-          type="button"
-          className="jp-jupyter-ci-icon-button"
-          aria-label="Refresh jupyter-ci server status"
-          title="Refresh jupyter-ci server status"
-          data-testid="jupyter-ci-refresh"
+        <ToolbarButtonComponent
+          icon={refreshIcon}
+          tooltip="Refresh jupyter-ci server status"
+          dataset={{ testid: 'jupyter-ci-refresh' }}
           onClick={() => void controller.refreshStatus()}
-        >
-          <refreshIcon.react tag="span" className="jp-jupyter-ci-icon" />
-        </button>
+        />
       </div>
       <div className="jp-jupyter-ci-header-row jp-jupyter-ci-options">
         {state.status ? (
@@ -43,7 +44,7 @@ export function Header(props: {
         ) : null}
         <label className="jp-jupyter-ci-field">
           <span>Mode</span>
-          <select
+          <HTMLSelect
             className="jp-jupyter-ci-select"
             data-testid="jupyter-ci-mode"
             aria-label="Mode: auto runs cells, review asks first, insert never runs"
@@ -51,16 +52,18 @@ export function Header(props: {
             onChange={event =>
               controller.setMode((event.target.value || null) as Mode | null)
             }
-          >
-            <option value="">server default</option>
-            <option value="auto">auto</option>
-            <option value="review">review</option>
-            <option value="insert">insert</option>
-          </select>
+            options={[
+              { value: '', label: 'server default' },
+              'auto',
+              'review',
+              'insert'
+            ]}
+          />
         </label>
         <label className="jp-jupyter-ci-field jp-jupyter-ci-switch">
           <input
             type="checkbox"
+            className="jp-mod-styled"
             data-testid="jupyter-ci-share-outputs"
             aria-label="Share output values and data samples with the model"
             checked={prefs.shareOutputs ?? true}
@@ -70,26 +73,30 @@ export function Header(props: {
         </label>
       </div>
       <div className="jp-jupyter-ci-header-row">
-        <button
+        <Button
           type="button"
-          className="jp-jupyter-ci-button jp-mod-small"
+          className="jp-jupyter-ci-button"
+          minimal
+          small
           data-testid="jupyter-ci-export"
           aria-label="Export the conversation as Markdown"
           disabled={state.path === null}
           onClick={() => void controller.exportMarkdown()}
         >
           Export
-        </button>
-        <button
+        </Button>
+        <Button
           type="button"
-          className="jp-jupyter-ci-button jp-mod-small"
+          className="jp-jupyter-ci-button"
+          minimal
+          small
           data-testid="jupyter-ci-clear"
           aria-label="Clear the conversation"
           disabled={state.path === null}
           onClick={() => void controller.clear()}
         >
           Clear
-        </button>
+        </Button>
       </div>
     </div>
   );
@@ -114,15 +121,16 @@ export function StatusLine(props: {
         >
           {state.statusError}
         </div>
-        <button
+        <Button
           type="button"
           className="jp-jupyter-ci-button"
+          minimal
           aria-label="Retry checking the jupyter-ci server"
           data-testid="jupyter-ci-retry"
           onClick={() => void controller.refreshStatus()}
         >
           Retry
-        </button>
+        </Button>
       </div>
     );
   }

@@ -1,3 +1,4 @@
+import { Button, closeIcon } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
 /**
@@ -86,15 +87,17 @@ export function ChatInput(props: {
             return (
               <li key={item.kind === 'file' ? item.path : item.cellId}>
                 <span className="jp-jupyter-ci-chip">{name}</span>
-                <button
+                <Button
                   type="button"
-                  className="jp-jupyter-ci-icon-button"
+                  className="jp-jupyter-ci-chip-remove"
+                  minimal
+                  small
                   aria-label={`Remove attachment ${name}`}
                   title={`Remove ${name}`}
                   onClick={() => props.onRemoveAttachment(item)}
                 >
-                  ×
-                </button>
+                  <closeIcon.react tag="span" className="jp-jupyter-ci-icon" />
+                </Button>
               </li>
             );
           })}

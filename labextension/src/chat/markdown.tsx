@@ -111,7 +111,9 @@ namespace Private {
   ): HTMLButtonElement {
     const element = document.createElement('button');
     element.type = 'button';
-    element.className = 'jp-jupyter-ci-button jp-mod-small';
+    // JupyterLab's Button (ui-components), as the panel's React buttons are.
+    element.className =
+      'jp-Button jp-mod-minimal jp-mod-small jp-jupyter-ci-button';
     element.textContent = kind.label;
     element.title = kind.description;
     element.setAttribute('aria-label', kind.description);

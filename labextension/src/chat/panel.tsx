@@ -121,11 +121,65 @@ export class ChatPanel extends ReactWidget {
     super.onBeforeDetach(msg);
   }
 
+  /**
+   * Activated (its icon, *Open jupyter-ci panel*, a command that shows it):
+   * the keyboard focus goes to the request box.
+   */
   protected onActivateRequest(msg: Message): void {
     super.onActivateRequest(msg);
-    const target =
-      this.node.querySelector<HTMLTextAreaElement>('textarea') ?? this.node;
-    target.focus();
+    this._focusInput();
+  }
+
+  /**
+   * Put the focus in the request box, and keep it there while the activation
+   * settles: the box may not be rendered yet (the panel's first show), and
+   * the command palette gives the focus back to the main area's widget once
+   * its command has run, a frame or two later. Any key or click of the user's
+   * ends this at once; a box that takes no input (no notebook, no model)
+   * leaves the focus on the panel itself.
+   */
+  private _focusInput(): void {
+    this._focusing?.();
+    const started = performance.now();
+    let steady = 0;
+    let frame = 0;
+    const stop = (): void => {
+      window.cancelAnimationFrame(frame);
+      document.removeEventListener('keydown', stop, true);
+      document.removeEventListener('pointerdown', stop, true);
+      if (this._focusing === stop) {
+        this._focusing = null;
+      }
+    };
+    const step = (): void => {
+      if (
+        this.isDisposed ||
+        !this.isVisible ||
+        performance.now() - started > Private.FOCUS_SETTLE_MS
+      ) {
+        stop();
+        return;
+      }
+      const box = this.node.querySelector<HTMLTextAreaElement>(
+        '[data-testid="jupyter-ci-input"]'
+      );
+      const target = box && !box.disabled ? box : this.node;
+      if (document.activeElement === target) {
+        steady += 1;
+      } else {
+        steady = 0;
+        target.focus({ preventScroll: true });
+      }
+      if (box && steady >= Private.FOCUS_STEADY_FRAMES) {
+        stop();
+        return;
+      }
+      frame = window.requestAnimationFrame(step);
+    };
+    document.addEventListener('keydown', stop, true);
+    document.addEventListener('pointerdown', stop, true);
+    this._focusing = stop;
+    step();
   }
 
   protected onAfterShow(msg: Message): void {
@@ -143,6 +197,7 @@ export class ChatPanel extends ReactWidget {
     );
   }
 
+  private _focusing: (() => void) | null = null;
   private readonly _shownAgain = new Signal<this, void>(this);
   private readonly _shown: IShown = {
     isVisible: () => this.isVisible,
@@ -163,6 +218,13 @@ export namespace ChatPanel {
 }
 
 namespace Private {
+  /**
+   * How long the focus is kept in the request box after an activation, at
+   * most, and for how many frames in a row it must have stayed there.
+   */
+  export const FOCUS_SETTLE_MS = 1000;
+  export const FOCUS_STEADY_FRAMES = 10;
+
   /**
    * Lumino's drag events (from the file browser) and the browser's own (from
    * the desktop).

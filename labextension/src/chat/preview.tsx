@@ -1,3 +1,4 @@
+import { Button } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
 import type { IPreview } from '../protocol';
@@ -21,14 +22,16 @@ export function PreviewView(props: {
         <span data-testid="jupyter-ci-preview-tokens">
           {`${preview.prompt_tokens.toLocaleString('en-US')} tokens of ${preview.context_tokens.toLocaleString('en-US')} · ${preview.model}`}
         </span>
-        <button
+        <Button
           type="button"
-          className="jp-jupyter-ci-button jp-mod-small"
+          className="jp-jupyter-ci-button"
+          minimal
+          small
           aria-label="Close the preview"
           onClick={onClose}
         >
           Close
-        </button>
+        </Button>
       </div>
       {preview.messages.map((message, index) => (
         <details key={index} open={index === preview.messages.length - 1}>

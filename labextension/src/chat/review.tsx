@@ -1,3 +1,4 @@
+import { Button } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
 import type { IProposal } from './steps';
@@ -88,9 +89,9 @@ export function ReviewCard(props: {
         </pre>
       )}
       <div className="jp-jupyter-ci-review-actions">
-        <button
+        <Button
           type="button"
-          className="jp-jupyter-ci-button jp-mod-accept"
+          className="jp-jupyter-ci-button jp-mod-styled jp-mod-accept"
           data-testid="jupyter-ci-review-run"
           aria-label={
             editing ? 'Run your version of the cell' : 'Run this cell'
@@ -104,29 +105,30 @@ export function ReviewCard(props: {
           }
         >
           Run
-        </button>
+        </Button>
         {!editing && (
-          <button
+          <Button
             type="button"
             className="jp-jupyter-ci-button"
+            minimal
             data-testid="jupyter-ci-review-edit"
             aria-label="Edit the cell before running it"
             disabled={sent}
             onClick={() => setEditing(true)}
           >
             Edit
-          </button>
+          </Button>
         )}
-        <button
+        <Button
           type="button"
-          className="jp-jupyter-ci-button jp-mod-reject"
+          className="jp-jupyter-ci-button jp-mod-styled jp-mod-warn"
           data-testid="jupyter-ci-review-reject"
           aria-label="Reject this cell without running it"
           disabled={sent}
           onClick={() => answer({ decision: 'reject' })}
         >
           Reject
-        </button>
+        </Button>
       </div>
     </section>
   );

@@ -1,5 +1,6 @@
 import { Clipboard } from '@jupyterlab/apputils';
 import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
+import { Button } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
 import { CODE_BUTTONS, ICodeActions, Markdown } from './markdown';
@@ -129,16 +130,18 @@ function CodeButton(props: {
 }): React.ReactElement {
   const { kind, disabled, onClick } = props;
   return (
-    <button
+    <Button
       type="button"
-      className="jp-jupyter-ci-button jp-mod-small"
+      className="jp-jupyter-ci-button"
+      minimal
+      small
       title={kind.description}
       aria-label={kind.description}
       disabled={disabled}
       onClick={onClick}
     >
       {kind.label}
-    </button>
+    </Button>
   );
 }
 

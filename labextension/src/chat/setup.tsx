@@ -1,3 +1,4 @@
+import { HTMLSelect } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
 import type { IChatStatus } from './api';
@@ -73,20 +74,17 @@ export function ModelPicker(props: {
   return (
     <label className="jp-jupyter-ci-field">
       <span>Model</span>
-      <select
+      <HTMLSelect
         className="jp-jupyter-ci-select"
         data-testid="jupyter-ci-model"
         aria-label="Model"
         value={current}
         onChange={event => onChange(event.target.value || null)}
-      >
-        <option value="">{`${status.model ?? ''} (server default)`}</option>
-        {status.models.map(name => (
-          <option key={name} value={name}>
-            {name}
-          </option>
-        ))}
-      </select>
+        options={[
+          { value: '', label: `${status.model ?? ''} (server default)` },
+          ...status.models
+        ]}
+      />
     </label>
   );
 }

@@ -1,7 +1,9 @@
 import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
+import { Button } from '@jupyterlab/ui-components';
 import { ISignal } from '@lumino/signaling';
 import * as React from 'react';
 
+import { FocusOrigin } from '../focusReturn';
 import { ChatController, IChatState } from './controller';
 import { Conversation } from './conversation';
 import { Header, StatusLine } from './header';
@@ -109,6 +111,10 @@ export function ChatView(props: {
   React.useEffect(() => {
     void controller.refreshStatus();
   }, [controller]);
+  // Stop is replaced by Send once the run ends: the focus goes back to where
+  // it was before (by default the request box), not to the page's body.
+  const compose = React.useRef<HTMLDivElement>(null);
+  const focusOrigin = React.useMemo(() => new FocusOrigin(), []);
 
   const noModel = state.status !== null && !state.status.model;
   const busy = state.activeRun !== null || state.sending;
@@ -126,6 +132,8 @@ export function ChatView(props: {
         </div>
       ) : (
         <Conversation
+          key={state.path}
+          sent={state.history.length}
           controller={controller}
           conversation={conversation}
           rendermime={rendermime}
@@ -138,7 +146,7 @@ export function ChatView(props: {
           onClose={() => controller.closePreview()}
         />
       ) : null}
-      <div className="jp-jupyter-ci-compose">
+      <div className="jp-jupyter-ci-compose" ref={compose}>
         <ChatInput
           history={state.history}
           attachments={state.attachments}
@@ -155,10 +163,14 @@ export function ChatView(props: {
           onSend={text => void controller.send(text)}
           onRemoveAttachment={item => controller.removeAttachment(item)}
         />
-        <div className="jp-jupyter-ci-compose-actions">
-          <button
+        <div
+          className="jp-jupyter-ci-compose-actions"
+          onFocus={event => focusOrigin.entered(event, event.currentTarget)}
+        >
+          <Button
             type="button"
             className="jp-jupyter-ci-button"
+            minimal
             data-testid="jupyter-ci-attach-cells"
             aria-label="Attach the selected cells to the next request"
             title="Attach the selected cells"
@@ -166,10 +178,11 @@ export function ChatView(props: {
             onClick={() => controller.attachSelectedCells()}
           >
             Attach cells
-          </button>
-          <button
+          </Button>
+          <Button
             type="button"
             className="jp-jupyter-ci-button"
+            minimal
             data-testid="jupyter-ci-preview-button"
             aria-label="Preview exactly what the next request sends"
             title="Preview what the next request sends"
@@ -177,21 +190,29 @@ export function ChatView(props: {
             onClick={() => void controller.showPreview()}
           >
             Preview
-          </button>
+          </Button>
           {state.activeRun ? (
-            <button
+            <Button
               type="button"
-              className="jp-jupyter-ci-button jp-mod-reject"
+              className="jp-jupyter-ci-button jp-mod-styled jp-mod-warn"
               data-testid="jupyter-ci-stop"
               aria-label="Stop the run: abort the model and interrupt the kernel"
-              onClick={() => void controller.stop()}
+              onClick={event => {
+                void controller.stop();
+                focusOrigin.restore(
+                  event.currentTarget.parentElement,
+                  compose.current?.querySelector<HTMLTextAreaElement>(
+                    '[data-testid="jupyter-ci-input"]'
+                  ) ?? null
+                );
+              }}
             >
               Stop
-            </button>
+            </Button>
           ) : (
-            <button
+            <Button
               type="button"
-              className="jp-jupyter-ci-button jp-mod-accept"
+              className="jp-jupyter-ci-button jp-mod-styled jp-mod-accept"
               data-testid="jupyter-ci-send"
               aria-label="Send the request"
               disabled={
@@ -203,7 +224,7 @@ export function ChatView(props: {
               onClick={() => void controller.send(state.draft.trim())}
             >
               Send
-            </button>
+            </Button>
           )}
         </div>
       </div>
