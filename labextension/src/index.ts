@@ -20,6 +20,7 @@ import { HandoffController } from './handoff';
 import { handoffRendererFactory } from './handoffRenderer';
 import { jupyterCIIcon } from './icons';
 import { NotebookIndex } from './notebooks';
+import { CellPlacement } from './placement';
 import { addRunIndicator } from './runIndicator';
 import { RunTracker } from './runs';
 import { UserSettings } from './settings';
@@ -123,6 +124,7 @@ const notebookPlugin: JupyterFrontEndPlugin<void> = {
       timings
     });
     const userOptions = (): Record<string, unknown> => settings.runOptions();
+    const placement = new CellPlacement(index, runs);
     new HandoffController({
       index,
       connection,
@@ -142,11 +144,18 @@ const notebookPlugin: JupyterFrontEndPlugin<void> = {
     index.tracker.forEach(onPanel);
     index.tracker.widgetAdded.connect((_sender, panel) => onPanel(panel));
 
-    addAskCommand(app.commands, { index, connection, runs, userOptions });
+    addAskCommand(app.commands, {
+      index,
+      connection,
+      runs,
+      placement,
+      userOptions
+    });
     addChatPanel(app, {
       index,
       connection,
       runs,
+      placement,
       rendermime,
       registry,
       settingsPluginId: SETTINGS_PLUGIN,

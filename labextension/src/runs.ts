@@ -37,7 +37,8 @@ export interface IRunView {
    */
   attempt: { cellId: string; attempt: number; maxAttempts: number } | null;
   /**
-   * Generated cells, in the order they were inserted.
+   * Generated cells, in the order they were inserted (a cell the run deleted
+   * again is gone).
    */
   cells: string[];
   usage: IUsage | null;
@@ -236,6 +237,9 @@ export class RunTracker implements IDisposable {
         if (!view.cells.includes(event.cell_id)) {
           view.cells.push(event.cell_id);
         }
+        break;
+      case 'cell_deleted':
+        view.cells = view.cells.filter(cellId => cellId !== event.cell_id);
         break;
       case 'attempt':
         view.attempt = {

@@ -7,6 +7,7 @@ import { ISignal, Signal } from '@lumino/signaling';
 
 import { CIConnection } from '../connection';
 import { NotebookIndex } from '../notebooks';
+import { CellPlacement } from '../placement';
 import type { IPreview, IRunInfo, Mode } from '../protocol';
 import { RunTracker } from '../runs';
 import {
@@ -60,6 +61,7 @@ export class ChatController implements IDisposable {
     this.runs = options.runs;
     this.model = new ChatModel(options.connection, options.runs);
     this.prefs = options.prefs;
+    this.placement = options.placement;
     this._userOptions = options.userOptions;
     this._contents = options.contents ?? null;
     this.index.tracker.currentChanged.connect(this._onCurrent);
@@ -87,6 +89,7 @@ export class ChatController implements IDisposable {
   readonly runs: RunTracker;
   readonly model: ChatModel;
   readonly prefs: PanelPrefs;
+  readonly placement: CellPlacement;
 
   /**
    * Emitted whenever something the panel shows changes.
@@ -490,10 +493,22 @@ export class ChatController implements IDisposable {
     return buildRequest(panel, {
       text,
       fixCellId,
+      anchorCellId: this._anchor(panel),
       attachments: this._state.attachments,
       prefs: this._state.prefs,
       userOptions: this._userOptions()
     });
+  }
+
+  /**
+   * Where new cells go in the notebook: after the previous run's cells,
+   * unless the user has selected another cell since (`CellPlacement`).
+   */
+  private _anchor(panel: NotebookPanel): string | null {
+    return this.placement.anchor(
+      panel,
+      this.model.runCells(panel.context.path)
+    );
   }
 
   private _attach(path: string, added: Attachment[]): void {
@@ -580,6 +595,10 @@ export namespace ChatController {
     connection: CIConnection;
     runs: RunTracker;
     prefs: PanelPrefs;
+    /**
+     * Where a request's new cells go.
+     */
+    placement: CellPlacement;
     userOptions: () => Record<string, unknown>;
     /**
      * The server's contents (files dropped from the desktop are uploaded).
