@@ -5,12 +5,16 @@ the notebook alone, and a missing package installed on the user's word (issue 16
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
+
+import nbformat
 
 from jupyter_ci.testing import Reply, ScriptedModelServer
 
-from .chat import ask, conversation_text, open_chat, runs, wait_run_state
+from .chat import ask, by_testid, conversation_text, open_chat, runs, wait_run_state
 from .lab import Lab
+from .notebooks import TERMINAL as NB_TERMINAL
 from .notebooks import (
     activate,
     cells,
@@ -19,6 +23,9 @@ from .notebooks import (
     open_lab_app,
     open_notebook,
     panel,
+    run_all,
+    run_cell,
+    wait_for_status,
     wait_until,
     write_notebook,
 )
@@ -96,4 +103,109 @@ def test_panel_requests_follow_the_conversation_in_reading_order(
         "third = 3",
         "fourth = 4",
     ], dump(page, path)
+    assert model_context.jupyter_ci_errors == []
+
+
+#: An answer with HTML that must not run, and code that must read as written.
+HOSTILE_ANSWER = (
+    "The **total** is 6, and 1 < 2 & 3 > 2.\n"
+    '<img src=x onerror="window.__ciAnswer = 1"> <script>window.__ciAnswer2 = 1</script>\n'
+    "[click](javascript:window.__ciAnswer3=1) and "
+    '\\`<img src=y onerror="window.__ciAnswer4=1">\\` and `df[df.a < 5]`\n'
+    "a ` b\n"
+    'c ` <img src=z onerror="window.__ciAnswer5=1"> `\n'
+    # Not Python (that would become a cell): a block the answer shows.
+    "\n```text\nprint(1 < 2)\n```\n"
+)
+
+
+def rendered_answer(page: Any, path: str, index: int) -> Any:
+    """The locator of the rendered answer under the ``%%ci`` cell ``index``."""
+    return (
+        panel(page, path)
+        .locator(".jp-Cell")
+        .nth(index)
+        .locator(".jp-OutputArea .jp-RenderedMarkdown")
+    )
+
+
+def test_a_ci_answer_is_written_under_its_cell_inert_saved_and_kept_on_a_rerun(
+    model_context: Any, model_lab: Lab, model: ScriptedModelServer
+) -> None:
+    model.set_script([Reply.code("total = 1 + 2 + 3\nprint(total)"), Reply.text(HOSTILE_ANSWER)])
+    path = write_notebook(model_lab, ["%load_ext jupyter_ci", "%%ci add one, two and three"])
+    page = model_context.new_page()
+    open_lab_app(page, model_lab)
+    open_notebook(page, path)
+    run_all(page, path)  # the panel is closed: the notebook alone says it
+    assert wait_for_status(page, path, 1, NB_TERMINAL)["state"] == "done", dump(page, path)
+
+    # Under the status: the answer as Markdown with its plain-text twin.
+    outputs = wait_until(
+        lambda: (lambda o: o if len(o) == 2 else None)(cells(page, path)[1]["outputs"]),
+        30,
+        "the answer under the %%ci cell",
+        lambda: dump(page, path),
+    )
+    data = outputs[1]["data"]
+    assert data["text/plain"] == HOSTILE_ANSWER.strip()  # the answer as the run ends with it
+    markdown = data["text/markdown"]
+    assert "<img" not in markdown, markdown
+    assert "<script" not in markdown, markdown
+    assert "print(1 < 2)" in markdown  # code reads as written
+
+    # Rendered as trusted Markdown (the cell ran), and still nothing of the model's runs.
+    shown = rendered_answer(page, path, 1)
+    shown.locator("strong", has_text="total").wait_for(timeout=30_000)
+    text = shown.inner_text()
+    assert "1 < 2 & 3 > 2" in text
+    assert "df[df.a < 5]" in text
+    assert "print(1 < 2)" in text
+    page.wait_for_timeout(500)  # let any handler that got through fire (none may)
+    flags = page.evaluate(
+        "() => [1, 2, 3, 4, 5].map(n => window['__ciAnswer' + (n === 1 ? '' : n)] ?? null)"
+    )
+    assert flags == [None] * 5, flags
+    assert shown.locator("img, script, [onerror]").count() == 0
+    assert shown.locator("a").count() == 0  # the javascript: link reads as text
+
+    # Saved with the notebook: any frontend reads it.
+    activate(page, path)
+    command(page, "docmanager:save")
+    saved = wait_until(
+        lambda: (lambda nb: nb if len(nb.cells[1].outputs) == 2 else None)(
+            nbformat.read(str(Path(model_lab.root_dir) / path), as_version=4)
+        ),
+        30,
+        "the saved answer",
+    )
+    assert saved.cells[1].outputs[1]["data"]["text/plain"] == HOSTILE_ANSWER.strip()
+
+    # Running the %%ci again reuses its cells, and keeps the answer.
+    run_cell(page, path, 1)
+    assert wait_for_status(page, path, 1, NB_TERMINAL)["state"] == "reused", dump(page, path)
+    kept = wait_until(
+        lambda: (lambda o: o if len(o) == 2 else None)(cells(page, path)[1]["outputs"]),
+        30,
+        "the answer kept on a re-run",
+        lambda: dump(page, path),
+    )
+    assert kept[1]["data"]["text/plain"] == HOSTILE_ANSWER.strip()
+    assert len(model.chat_requests) == 2  # no model call for the re-run
+
+    # In the panel, the answer goes into the notebook as a Markdown cell, after the run's cells.
+    open_chat(page)
+    insert = page.locator(by_testid("jupyter-ci-insert-answer")).last
+    insert.wait_for(timeout=30_000)
+    assert insert.get_attribute("aria-label") == ANSWER_LABEL
+    insert.click()
+    inserted = wait_until(
+        lambda: next((c for c in cells(page, path) if c["type"] == "markdown"), None),
+        30,
+        "the answer as a Markdown cell",
+    )
+    assert inserted["source"] == HOSTILE_ANSWER.strip()
+    assert [c["type"] for c in cells(page, path)] == ["code", "code", "code", "markdown"]
+    page.wait_for_timeout(500)
+    assert page.evaluate("() => window.__ciAnswer ?? window.__ciAnswer5 ?? null") is None
     assert model_context.jupyter_ci_errors == []

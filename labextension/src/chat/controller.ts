@@ -429,6 +429,32 @@ export class ChatController implements IDisposable {
   }
 
   /**
+   * Insert text (an answer) as a Markdown cell of the bound notebook where
+   * the next request's cells would go, and select it: the next request's
+   * cells then follow it.
+   */
+  insertMarkdown(text: string): void {
+    const panel = this.notebook;
+    const model = panel?.content.model;
+    if (!panel || !model) {
+      return;
+    }
+    const anchor = this._anchor(panel);
+    const found = anchor ? NotebookIndex.cellIn(panel, anchor) : null;
+    const index = found ? found.index + 1 : model.cells.length;
+    model.sharedModel.insertCell(index, {
+      cell_type: 'markdown',
+      source: text
+    });
+    const notebook = panel.content;
+    notebook.activeCellIndex = index;
+    const widget = notebook.widgets[index];
+    if (widget) {
+      void notebook.scrollToCell(widget);
+    }
+  }
+
+  /**
    * Scroll the bound notebook to a cell and select it.
    */
   showCell(cellId: string): void {

@@ -1,6 +1,7 @@
 import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import * as React from 'react';
 
+import { AnswerActions } from './answerActions';
 import { ChatController } from './controller';
 import { ICodeActions, Markdown } from './markdown';
 import { ChatEntry, IConversationView } from './model';
@@ -99,6 +100,11 @@ function Entry(props: {
             rendermime={rendermime}
             actions={actions}
           />
+          {entry.streaming ? null : (
+            <AnswerActions
+              onInsert={() => controller.insertMarkdown(entry.text)}
+            />
+          )}
         </div>
       );
     case 'notice':
