@@ -316,15 +316,21 @@ export class NotebookBridge implements IDisposable {
           this._decorations.recordAttempt(event.cell_id, event.attempt);
         }
         break;
-      case 'cell_updated':
-        if (event.attempt > 1) {
-          this._decorations.update(event.cell_id, {
-            diff: event.diff,
-            diffAttempt: event.attempt,
-            streaming: false
-          });
+      case 'cell_updated': {
+        // The cell's code is complete: no longer read-only, nor "writing…"
+        // (a cell waiting for review is edited and run by the user).
+        const found = this._index.findCellAnywhere(event.cell_id);
+        if (found) {
+          this._streamer.flush(found.model);
         }
+        this._decorations.update(
+          event.cell_id,
+          event.attempt > 1
+            ? { diff: event.diff, diffAttempt: event.attempt, streaming: false }
+            : { streaming: false }
+        );
         break;
+      }
       case 'finished': {
         this._streamer.flushAll();
         for (const cellId of this._runs.get(event.run_id)?.cells ?? []) {

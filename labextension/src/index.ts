@@ -12,6 +12,7 @@ import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { addAskCommand } from './ask';
 import { NotebookBridge } from './bridge';
 import { CellDecorations } from './cellDecorations';
+import { CellReview } from './cellReview';
 import { addChatPanel } from './chat/plugin';
 import { PANEL_ID } from './chat/panel';
 import { CIConnection } from './connection';
@@ -73,7 +74,8 @@ const panelPlugin: JupyterFrontEndPlugin<void> = {
 /**
  * The notebook side of jupyter-ci: the websocket to the server, the bridge
  * that answers its calls, the `%%ci` handoff (stamp, claim, Run All), status
- * outputs and their renderer, cell decorations, and `jupyter-ci:ask`.
+ * outputs and their renderer, cell decorations, review in the notebook, and
+ * `jupyter-ci:ask`.
  *
  * Works wherever notebooks open (JupyterLab, Notebook 7); on pages without a
  * notebook tracker only the renderers are registered.
@@ -151,7 +153,7 @@ const notebookPlugin: JupyterFrontEndPlugin<void> = {
       placement,
       userOptions
     });
-    addChatPanel(app, {
+    const chat = addChatPanel(app, {
       index,
       connection,
       runs,
@@ -163,6 +165,14 @@ const notebookPlugin: JupyterFrontEndPlugin<void> = {
       palette,
       fileBrowser,
       userOptions
+    });
+    new CellReview({
+      index,
+      runs,
+      connection,
+      show: panel => app.shell.activateById(panel.id),
+      panelShowing: path =>
+        chat.isVisible && chat.controller.state.path === path
     });
     app.commands.addCommand(CommandIDs.timings, {
       label: 'jupyter-ci: timings of the latest calls (for benchmarks)',

@@ -25,6 +25,7 @@ from .notebooks import (
     panel,
     run_all,
     run_cell,
+    text_of,
     wait_for_status,
     wait_until,
     write_notebook,
@@ -208,4 +209,139 @@ def test_a_ci_answer_is_written_under_its_cell_inert_saved_and_kept_on_a_rerun(
     assert [c["type"] for c in cells(page, path)] == ["code", "code", "code", "markdown"]
     page.wait_for_timeout(500)
     assert page.evaluate("() => window.__ciAnswer ?? window.__ciAnswer5 ?? null") is None
+    assert model_context.jupyter_ci_errors == []
+
+
+def cell_review(page: Any, path: str, cell_id: str) -> Any:
+    """The locator of the review controls on the notebook's cell ``cell_id``."""
+    return panel(page, path).locator(
+        f'.jp-Cell[data-jupyter-ci-id="{cell_id}"] [data-testid="jupyter-ci-cell-review"]'
+    )
+
+
+def waiting_cell(page: Any, path: str) -> dict[str, Any]:
+    """The cell whose review controls show (tagged with its id for locators)."""
+
+    def find() -> dict[str, Any] | None:
+        index = page.evaluate(
+            "(path) => { const w = Array.from(window.jupyterapp.shell.widgets('main'))"
+            ".find(p => p.context && p.context.path === path);"
+            " const cells = w.content.widgets;"
+            " cells.forEach(c => { c.node.dataset.jupyterCiId = c.model.id; });"
+            " return cells.findIndex(c =>"
+            " c.node.querySelector('[data-testid=\"jupyter-ci-cell-review\"]')); }",
+            path,
+        )
+        return cells(page, path)[index] if index >= 0 else None
+
+    found: dict[str, Any] = wait_until(
+        find, 60, "a cell waiting for review", lambda: dump(page, path)
+    )
+    return found
+
+
+def test_review_works_from_the_notebook_alone(
+    model_context: Any, model_lab: Lab, model: ScriptedModelServer
+) -> None:
+    model.set_script(
+        [
+            Reply.code("r1 = 'first'\nprint(r1)"),
+            Reply.code("r2 = 'second'\nprint(r2)"),
+            Reply.code("r3 = 'third'\nprint(r3)"),
+            Reply.code(
+                "ran = globals().setdefault('ran', [])\nran.append(4)\nprint('runs', len(ran))"
+            ),
+            Reply.text("All reviewed."),
+        ]
+    )
+    path = write_notebook(model_lab, ["%load_ext jupyter_ci", "%%ci --review four steps"])
+    page = model_context.new_page()
+    open_lab_app(page, model_lab)
+    open_notebook(page, path)
+    run_all(page, path)  # the panel stays closed
+
+    # The first cell waits: its controls are in the notebook, labelled, and a notification says
+    # so with the same actions.
+    first = waiting_cell(page, path)
+    assert first["source"] == "r1 = 'first'\nprint(r1)"
+    controls = cell_review(page, path, first["id"])
+    assert controls.get_attribute("aria-label") == "jupyter-ci: this cell waits for your review"
+    run = controls.get_by_role("button", name="Run this cell")
+    edit = controls.get_by_role("button", name="Edit the cell before running it")
+    reject = controls.get_by_role("button", name="Reject this cell without running it")
+    for button in (run, edit, reject):
+        assert button.evaluate("(b) => b.tabIndex") == 0  # in the page's tab order
+    toasts = page.locator(".Toastify__toast", has_text="waits for your review")
+    toast = toasts.first
+    toast.wait_for(timeout=30_000)
+    for label in ("Run", "Edit", "Reject"):
+        assert toast.get_by_role("button", name=label).count() == 1
+    # Run from the keyboard.
+    run.focus()
+    page.keyboard.press("Enter")
+    wait_until(
+        lambda: (
+            "first"
+            in text_of(next(c for c in cells(page, path) if c["id"] == first["id"])["outputs"])
+        ),
+        60,
+        "cell 1 ran",
+    )
+
+    # The second: Edit puts the cell in edit mode; Run then sends the user's version.
+    second = waiting_cell(page, path)
+    assert second["source"] == "r2 = 'second'\nprint(r2)"
+    cell_review(page, path, second["id"]).get_by_role(
+        "button", name="Edit the cell before running it"
+    ).click()
+    page.wait_for_function(
+        "(id) => { const w = window.jupyterapp.shell.currentWidget;"
+        " return w.content.mode === 'edit' && w.content.activeCell.model.id === id"
+        " && w.content.activeCell.editor.hasFocus(); }",
+        arg=second["id"],
+        timeout=30_000,
+    )
+    page.keyboard.press("Control+a")
+    page.keyboard.insert_text("r2 = 'mine'\nprint(r2)")
+    cell_review(page, path, second["id"]).get_by_role(
+        "button", name="Run your version of the cell"
+    ).click()
+    wait_until(
+        lambda: (
+            "mine"
+            in text_of(next(c for c in cells(page, path) if c["id"] == second["id"])["outputs"])
+        ),
+        60,
+        "the user's version ran",
+    )
+
+    # The third: Reject; the model's other proposal replaces it, and the user runs it
+    # themselves with Shift+Enter, which counts as Run (the run goes on, and the cell is not
+    # run a second time).
+    third = waiting_cell(page, path)
+    assert third["source"] == "r3 = 'third'\nprint(r3)"
+    cell_review(page, path, third["id"]).get_by_role(
+        "button", name="Reject this cell without running it"
+    ).click()
+    wait_until(
+        lambda: next(c for c in cells(page, path) if c["id"] == third["id"])["source"].startswith(
+            "ran ="
+        ),
+        60,
+        "the other proposal",
+    )
+    again = waiting_cell(page, path)
+    assert again["id"] == third["id"]
+    panel(page, path).locator(f'.jp-Cell[data-jupyter-ci-id="{third["id"]}"] .cm-content').click()
+    page.keyboard.press("Shift+Enter")
+    status = wait_for_status(page, path, 1, NB_TERMINAL)
+    assert status["state"] == "done", dump(page, path)
+    final = next(c for c in cells(page, path) if c["id"] == third["id"])
+    assert text_of(final["outputs"]).strip() == "runs 1", dump(page, path)
+    assert "All reviewed." in text_of(cells(page, path)[1]["outputs"])
+    assert panel(page, path).locator('[data-testid="jupyter-ci-cell-review"]').count() == 0
+    wait_until(lambda: toasts.count() == 0, 30, "the notifications dismissed")
+    assert "runs 1" in str(model.chat_requests[-1].messages[-1]), model.chat_requests[-1].messages[
+        -1
+    ]
     assert model_context.jupyter_ci_errors == []

@@ -5,6 +5,7 @@ import { Contents } from '@jupyterlab/services';
 import { IDisposable } from '@lumino/disposable';
 import { ISignal, Signal } from '@lumino/signaling';
 
+import { editedSource } from '../cellReview';
 import { CIConnection } from '../connection';
 import { NotebookIndex } from '../notebooks';
 import { CellPlacement } from '../placement';
@@ -218,7 +219,9 @@ export class ChatController implements IDisposable {
   }
 
   /**
-   * Answer a cell waiting for review.
+   * Answer a cell waiting for review. Run sends the user's version: the one
+   * edited in the card, else the cell's code if they changed it in the
+   * notebook.
    */
   async review(
     runId: string,
@@ -226,13 +229,21 @@ export class ChatController implements IDisposable {
     answer: ReviewAnswer
   ): Promise<void> {
     const path = this._state.path;
+    const proposed = this.runs.get(runId)?.review;
+    const source =
+      answer.decision !== 'run'
+        ? null
+        : (answer.source ??
+          (proposed?.cellId === cellId
+            ? editedSource(this.index, path, proposed)
+            : null));
     try {
       await this.connection.request({
         request: 'review',
         run_id: runId,
         cell_id: cellId,
         decision: answer.decision,
-        source: answer.decision === 'run' ? answer.source : null
+        source
       });
     } catch (error) {
       if (path) {
