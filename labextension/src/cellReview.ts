@@ -16,9 +16,10 @@ import type { IReviewRequest } from './protocol';
 export type ReviewDecision = IReviewRequest['decision'];
 
 /**
- * The words of the review controls, in the notebook and its notification:
- * what each button says and its accessible name (also its
- * tooltip), which begins with what it says.
+ * The words of the review controls, in the notebook, its notification and
+ * the panel: what each button says and its accessible name (also its
+ * tooltip), which begins with what it says. A `%pip install` cell proposed
+ * for a missing package asks "Install and continue" or "Don't install".
  */
 export const REVIEW_WORDS = {
   cell: {
@@ -30,16 +31,39 @@ export const REVIEW_WORDS = {
       label: 'Reject',
       description: 'Reject this cell without running it'
     }
+  },
+  missing_package: {
+    title: 'jupyter-ci: a package is missing — install it and continue?',
+    run: {
+      label: 'Install and continue',
+      description:
+        'Install and continue: run the install, then the failed cell again'
+    },
+    runEdited: {
+      label: 'Install and continue',
+      description:
+        'Install and continue: run your version of the install, then the failed cell again'
+    },
+    edit: {
+      label: 'Edit',
+      description: 'Edit the install command before running it'
+    },
+    reject: {
+      label: "Don't install",
+      description: "Don't install: end the request without installing"
+    }
   }
 } as const;
 
 /**
- * The words for a review's reason (the state event's).
+ * The words for a review's reason.
  */
 export function reviewWords(
-  _reason: string
-): (typeof REVIEW_WORDS)['cell'] {
-  return REVIEW_WORDS.cell;
+  reason: string
+): (typeof REVIEW_WORDS)['cell' | 'missing_package'] {
+  return reason === 'missing_package'
+    ? REVIEW_WORDS.missing_package
+    : REVIEW_WORDS.cell;
 }
 
 /**
@@ -64,7 +88,9 @@ export function editedSource(
  * loop waits in `awaiting_approval` for the `review` request of the tab that
  * owns the run). While a run of this tab waits on a cell:
  *
- * - the cell carries Run, Edit and Reject, in every view of its notebook;
+ * - the cell carries Run, Edit and Reject (for a missing package's
+ *   `%pip install` cell: Install and continue, Edit, Don't install), in
+ *   every view of its notebook;
  * - a JupyterLab notification says so, with the same actions, unless the
  *   panel (whose review card asks the same) is showing;
  * - running the cell yourself (Shift+Enter) counts as Run: once that

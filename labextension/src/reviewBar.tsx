@@ -13,7 +13,7 @@ interface IWord {
 
 /**
  * The review controls on a cell that a run waits on: a line saying so, then
- * Run, Edit and Reject. Real
+ * Run (or Install and continue), Edit and Reject (or Don't install). Real
  * buttons, in the page's tab order, each with an accessible name. Run's name
  * says when it runs the user's version of the cell.
  */

@@ -12,6 +12,7 @@ import nbformat
 
 from jupyter_ci.testing import Reply, ScriptedModelServer
 
+from ..test_install import PACKAGE, USES_IT
 from .chat import ask, by_testid, conversation_text, open_chat, runs, wait_run_state
 from .lab import Lab
 from .notebooks import TERMINAL as NB_TERMINAL
@@ -344,4 +345,54 @@ def test_review_works_from_the_notebook_alone(
     assert "runs 1" in str(model.chat_requests[-1].messages[-1]), model.chat_requests[-1].messages[
         -1
     ]
+    assert model_context.jupyter_ci_errors == []
+
+
+def test_a_missing_package_asks_to_install_and_continue_in_the_notebook_and_the_panel(
+    model_context: Any, model_lab: Lab, model: ScriptedModelServer
+) -> None:
+    model.set_script(
+        [
+            Reply.code(USES_IT),
+            Reply.text("It is 42."),
+            Reply.code("import another_missing_pkg\nprint('never')"),
+        ]
+    )
+    path = write_notebook(model_lab, ["%load_ext jupyter_ci", "%%ci use the demo package"])
+    page = model_context.new_page()
+    open_lab_app(page, model_lab)
+    open_notebook(page, path)
+    run_all(page, path)  # auto mode, the panel closed
+
+    # The %pip install cell waits above the failed one, with its own words.
+    pip_cell = waiting_cell(page, path)
+    assert pip_cell["source"] == f"%pip install {PACKAGE}"
+    controls = cell_review(page, path, pip_cell["id"])
+    assert "a package is missing — install it and continue?" in controls.inner_text()
+    assert controls.get_by_role("button", name="Install and continue").count() == 1
+    assert controls.get_by_role("button", name="Don't install").count() == 1
+    toast = page.locator(".Toastify__toast", has_text="a package is missing").first
+    toast.wait_for(timeout=30_000)
+    assert toast.get_by_role("button", name="Install and continue").count() == 1
+    assert toast.get_by_role("button", name="Don't install").count() == 1
+    controls.get_by_role("button", name="Install and continue").click()
+    # Installed, and the failed cell ran again within the same run.
+    assert wait_for_status(page, path, 1, NB_TERMINAL)["state"] == "done", dump(page, path)
+    used = next(c for c in cells(page, path) if c["source"] == USES_IT)
+    assert text_of(used["outputs"]).strip() == "42", dump(page, path)
+    assert len(model.chat_requests) == 2  # no fix asked for: the same code ran again
+
+    # In the panel: the review card asks the same; Don't install ends the request.
+    open_chat(page)
+    ask(page, "use another package")
+    card = page.locator(by_testid("jupyter-ci-review"))
+    card.wait_for(timeout=60_000)
+    assert "A package is missing: install it and continue?" in card.inner_text()
+    assert card.get_by_role("button", name="Install and continue").count() == 1
+    card.get_by_role("button", name="Don't install").click()
+    assert wait_run_state(page, TERMINAL) == "failed", conversation_text(page)
+    pip_again = next(
+        c for c in cells(page, path) if c["source"] == "%pip install another_missing_pkg"
+    )
+    assert pip_again["outputs"] == []  # never run
     assert model_context.jupyter_ci_errors == []
