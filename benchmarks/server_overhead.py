@@ -64,11 +64,17 @@ class InstantWorkspace:
     async def replace_source(self, cell_id: str, source: str) -> None:
         return None
 
+    async def delete_cell(self, cell_id: str) -> None:
+        self.cells = [cell for cell in self.cells if cell.id != cell_id]
+
     async def run_cell(self, cell_id: str, timeout: float) -> Execution:
         return Execution(cell_id, CellStatus.OK, [], 1, 0.0)
 
     async def inspect_variables(self) -> list[Variable]:
         return []
+
+    async def snapshot_files(self, root: str | None) -> None:
+        return None
 
     async def interrupt(self) -> None:
         return None

@@ -534,7 +534,11 @@ def allow_one_line_cell_magic(lines: list[str]) -> list[str]:
     line. This input transformer gives such a cell an empty second line, so the magic runs with
     an empty body instead of raising ``UsageError``. Other cells pass through untouched.
     """
-    if len(lines) == 1 and lines[0].startswith("%%ci") and lines[0][4:5] in ("", " ", "\t", "\n"):
+    if len(lines) != 1:
+        return lines
+    from .vocabulary import is_ci_cell  # here, not at %load_ext: the schema's rule, read once
+
+    if is_ci_cell(lines[0]):
         return [lines[0] if lines[0].endswith("\n") else lines[0] + "\n", "\n"]
     return lines
 

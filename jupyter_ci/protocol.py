@@ -283,10 +283,10 @@ class RunCellCall(CallBase):
     cell_id: str
 
 
-class InspectVariablesCall(CallBase):
+class EvaluateCall(CallBase):
     """Evaluate jupyter-ci's inspection expression in the kernel; the reply's ``text`` is JSON."""
 
-    method: Literal["inspect_variables"]
+    method: Literal["evaluate"]
     expression: str
 
 
@@ -303,7 +303,7 @@ Call = (
     | ReplaceSourceCall
     | DeleteCellCall
     | RunCellCall
-    | InspectVariablesCall
+    | EvaluateCall
     | InterruptCall
 )
 
@@ -572,7 +572,7 @@ TYPES: dict[str, type] = {
         ReplaceSourceCall,
         DeleteCellCall,
         RunCellCall,
-        InspectVariablesCall,
+        EvaluateCall,
         InterruptCall,
         CallResult,
         CallFailure,

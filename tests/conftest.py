@@ -6,9 +6,29 @@ README's "Real model tier and bench"); without it they are skipped.
 
 from __future__ import annotations
 
+import os
+
 import pytest
+from hypothesis import HealthCheck, settings
 
 pytest_plugins = ("pytest_jupyter.jupyter_server",)
+
+# The fuzz tests: the same examples on every run by default (CI never fails on an input no one
+# saw before); HYPOTHESIS_PROFILE=explore looks much further, with new examples each time.
+settings.register_profile(
+    "ci",
+    max_examples=300,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+settings.register_profile(
+    "explore",
+    max_examples=5000,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -12,7 +12,6 @@ from jupyter_ci.agent.digest import (
     Digest,
     ImagePart,
     cap_lines,
-    collapse_carriage_returns,
     compact_traceback,
     cut_line,
     digest_error,
@@ -157,11 +156,6 @@ def test_cap_lines_keeps_first_and_last_halves() -> None:
     assert cap_lines(text, 10) == (text, False)
 
 
-def test_collapse_carriage_returns_keeps_each_lines_last_state() -> None:
-    assert collapse_carriage_returns("a\r\nb\n 10%\r 50%\r100%\rdone\n") == "a\nb\ndone\n"
-    assert collapse_carriage_returns(" 50%\r100%\r") == "100%"
-
-
 def test_html_to_text() -> None:
     markup = (
         "<style>td {color: red}</style><div><h3>Summary</h3><p>Fish &amp; chips&nbsp;&lt;3"
@@ -253,6 +247,11 @@ def test_progress_bar_written_in_pieces_shows_its_last_state() -> None:
         stream("\ndone\n"),
     ]
     assert digest_outputs(outputs).text == "[stdout]\nepoch 1\n100%|##########| 10/10\ndone"
+
+
+def test_backspaces_are_resolved_as_the_notebook_shows_them() -> None:
+    spinner = [stream("loading |"), stream("\b/"), stream("\b-"), stream("\b" * 5 + "ed\n")]
+    assert digest_outputs(spinner).text == "[stdout] loaded"
 
 
 def test_ansi_codes_removed_from_streams() -> None:
@@ -371,21 +370,6 @@ def test_other_data_gets_a_placeholder() -> None:
     assert digest_outputs([display({"application/pdf": "JVBERi0x"})]).text == (
         "[application/pdf output, 8 B, not shown]"
     )
-
-
-def test_display_updates_replace_the_display_they_name() -> None:
-    outputs = [
-        display({"text/plain": "step 1"}, transient={"display_id": "p"}),
-        stream("working\n"),
-        {
-            "output_type": "update_display_data",
-            "data": {"text/plain": "step 9"},
-            "metadata": {},
-            "transient": {"display_id": "p"},
-        },
-        {"output_type": "update_display_data", "data": {"text/plain": "orphan"}, "metadata": {}},
-    ]
-    assert digest_outputs(outputs).text == "step 9\n[stdout] working\norphan"
 
 
 def test_unknown_output_types_get_a_placeholder() -> None:

@@ -203,6 +203,13 @@ def test_a_stamped_request_is_handed_off_and_stops_the_queue(shell: InteractiveS
     error = result.error_in_exec
     assert type(error).__name__ == "JupyterCIHandoff"
     assert error._render_traceback_() == [GENERATING_BELOW]  # type: ignore[union-attr]
+    # The rest of the session's batch is held back until the tab's mark of its end.
+    with capture_output():
+        held = shell.run_cell("x = 1\n")
+    assert type(held.error_in_exec).__name__ == "JupyterCIHeldBack"
+    shell.kernel = _FakeKernel({**parent, "metadata": {"jupyter_ci_resume": True}})
+    assert shell.run_cell("\n").error_in_exec is None  # the mark
+    shell.kernel = _FakeKernel(parent)
     # Each handoff has its own nonce.
     with capture_output() as again:
         shell.run_cell("%%ci say hi\n")
@@ -216,7 +223,10 @@ def test_a_stamped_request_without_a_cell_runs_here(shell: InteractiveShell) -> 
     with ScriptedModelServer([Reply.text("Hello.")]) as server, capture_output() as captured:
         shell.run_cell(f"%%ci --model openai/scripted --api-base {server.base_url} hi\n")
     assert "Hello." in captured.stdout
-    assert not captured.outputs
+    # The answer stays under the cell, rendered, with its plain-text twin; nothing else shows.
+    assert [o.data for o in captured.outputs] == [
+        {"text/markdown": "Hello.", "text/plain": "Hello."}
+    ]
 
 
 def _request(session: str, metadata: dict[str, Any] | None) -> dict[str, Any]:
@@ -284,7 +294,7 @@ def test_timeout_and_user_interrupt() -> None:
     from jupyter_client.manager import start_new_kernel
 
     script = [
-        Reply.code("import time\ntime.sleep(1000)", times=2),
+        Reply.code("print('sleeping', flush=True)\nimport time\ntime.sleep(1000)", times=2),
         Reply.text("never seen", latency=60),
     ]
     km, kc = start_new_kernel(kernel_name="python3")
@@ -303,9 +313,8 @@ def test_timeout_and_user_interrupt() -> None:
             assert "was still running after 1 s and was interrupted" in text
             assert not errors
             assert _run_until(kc, "print('alive')")[0].strip() == "alive"
-            # Interrupted by the user while the generated code runs.
-            _, _, msg_id = _run_until(kc, "%%ci --timeout 0 wait\n", "running cell 1")
-            time.sleep(0.5)
+            # Interrupted by the user while the generated code runs (it says it does).
+            _, _, msg_id = _run_until(kc, "%%ci --timeout 0 wait\n", "sleeping")
             km.interrupt_kernel()
             text, errors = _rest(kc, msg_id)
             assert "interrupted by the user; stopping" in text
@@ -481,7 +490,11 @@ def test_progress_view_follows_the_frontend() -> None:
             closed = {m["content"]["comm_id"] for m in lab if m["msg_type"] == "comm_close"}
             assert closed == {m["content"]["comm_id"] for m in comms}
             shown = [m for m in lab if m["msg_type"] == "display_data"]
-            assert len(shown) == 1
+            assert len(shown) == 2  # the widget box, then the answer as Markdown
+            assert shown[1]["content"]["data"] == {
+                "text/markdown": "Fixed the column name.",
+                "text/plain": "Fixed the column name.",
+            }
             assert WIDGET_VIEW in shown[0]["content"]["data"]
             assert shown[0]["content"]["data"]["text/plain"] == WIDGET_FALLBACK_TEXT
             display_id = shown[0]["content"]["transient"]["display_id"]
@@ -517,7 +530,8 @@ def test_progress_view_follows_the_frontend() -> None:
             for metadata in (None, CONSOLE):
                 plain = _execute(kc, "%%ci anything to do?\n", metadata)
                 assert not _widget_comms(plain)
-                assert not [m for m in plain if m["msg_type"] == "display_data"]
+                [answer] = [m for m in plain if m["msg_type"] == "display_data"]
+                assert answer["content"]["data"]["text/markdown"] == "Nothing to run."
                 assert "jupyter-ci: asking openai/scripted ..." in _stdout(plain)
                 assert "Nothing to run." in _stdout(plain)
 
@@ -573,14 +587,17 @@ def test_forced_widgets_in_nbclient_and_the_silent_fallback() -> None:
     assert "done" in labels
     first = notebook.cells[2]
     assert [o.data for o in first.outputs if o.output_type == "display_data"] == [
-        {"text/plain": ""}
+        {"text/plain": ""},
+        {"text/markdown": "Done.", "text/plain": "Done."},
     ]
     assert "a is 1" in text_of(first)
     assert "jupyter-ci: done — 1 cell, 1 attempt" in text_of(first)
     assert "jupyter-ci: running cell" not in text_of(first)
     # Without ipywidgets: text progress, no error, nothing said about widgets.
     second = notebook.cells[4]
-    assert not [o for o in second.outputs if o.output_type == "display_data"]
+    assert [o.data for o in second.outputs if o.output_type == "display_data"] == [
+        {"text/markdown": "Done.", "text/plain": "Done."}
+    ]
     assert "jupyter-ci: running cell 1 (attempt 1/3)" in text_of(second)
     assert "jupyter-ci: done — 1 cell, 1 attempt" in text_of(second)
     assert "widget" not in text_of(second)

@@ -1,4 +1,4 @@
-"""The headless workspace: the message dispatcher with canned messages, then a real ipykernel."""
+"""The headless workspace on a real ipykernel (its outputs: tests/test_outputs.py)."""
 
 from __future__ import annotations
 
@@ -22,215 +22,8 @@ from jupyter_ci.agent.workspace import Variable, Workspace
 from jupyter_ci.errors import CellNotFound, InternalError, KernelDied
 from jupyter_ci.execution.status import CellStatus
 from jupyter_ci.workspaces.kernel import KernelWorkspace
-from jupyter_ci.workspaces.kernel_exec import (
-    DisplayRegistry,
-    ExecutionCollector,
-    apply_control_characters,
-)
 
 shared_loop = pytest.mark.asyncio(loop_scope="module")
-
-
-# --- the dispatcher, with canned messages ----------------------------------------------------
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def msg(msg_type: str, parent: str = "m1", **content: Any) -> dict[str, Any]:
-    return {
-        "msg_type": msg_type,
-        "header": {"msg_type": msg_type, "msg_id": f"{msg_type}-{parent}"},
-        "parent_header": {"msg_id": parent},
-        "content": content,
-    }
-
-
-def stream(text: str, name: str = "stdout", parent: str = "m1") -> dict[str, Any]:
-    return msg("stream", parent, name=name, text=text)
-
-
-def display(
-    text: str, display_id: str | None = None, kind: str = "display_data", parent: str = "m1"
-) -> dict[str, Any]:
-    transient = {"display_id": display_id} if display_id else {}
-    extra = {"execution_count": 1} if kind == "execute_result" else {}
-    return msg(kind, parent, data={"text/plain": text}, metadata={}, transient=transient, **extra)
-
-
-def feed(collector: ExecutionCollector, *messages: dict[str, Any]) -> None:
-    for message in messages:
-        collector.feed_iopub(message)
-
-
-def texts(collector: ExecutionCollector) -> list[str]:
-    return [out.get("text") or out["data"]["text/plain"] for out in collector.outputs()]
-
-
-def test_streams_merge_when_consecutive_and_resolve_carriage_returns() -> None:
-    collector = ExecutionCollector("m1")
-    feed(
-        collector,
-        stream("10%\r"),
-        stream("20%\r"),
-        stream("done\n"),
-        stream("warning\n", "stderr"),
-        stream("a"),
-        stream("b\n"),
-    )
-    outputs = collector.outputs()
-    assert [(o["name"], o["text"]) for o in outputs] == [
-        ("stdout", "done\n"),
-        ("stderr", "warning\n"),
-        ("stdout", "ab\n"),
-    ]
-
-
-@pytest.mark.parametrize(
-    ("raw", "shown"),
-    [
-        ("abc\rxy", "xy"),
-        ("line\r\n", "line\n"),
-        ("keep\r", "keep\r"),
-        ("one\ntwo\rTWO\n", "one\nTWO\n"),
-        ("abc\b\bd", "ad"),
-        ("\bx", "\bx"),
-    ],
-)
-def test_control_characters(raw: str, shown: str) -> None:
-    assert apply_control_characters(raw) == shown
-
-
-def test_only_our_request_counts() -> None:
-    collector = ExecutionCollector("m1")
-    assert not collector.feed_iopub(stream("theirs", parent="other"))
-    assert not collector.feed_shell(msg("execute_reply", "other", status="ok"))
-    assert not collector.feed_iopub(msg("status", "other", execution_state="idle"))
-    assert collector.feed_iopub(stream("ours"))
-    assert texts(collector) == ["ours"]
-    assert not collector.done
-
-
-def test_done_needs_both_the_reply_and_idle() -> None:
-    collector = ExecutionCollector("m1")
-    collector.feed_shell(msg("execute_reply", status="ok", execution_count=3))
-    assert collector.replied
-    assert not collector.done
-    feed(collector, msg("status", execution_state="idle"))
-    assert collector.done
-    assert collector.execution_count == 3
-    assert collector.status() is CellStatus.OK
-
-
-def test_clear_output_now_and_on_wait() -> None:
-    collector = ExecutionCollector("m1")
-    feed(collector, stream("gone\n"), display("gone too"), msg("clear_output", wait=False))
-    assert collector.outputs() == []
-    feed(collector, stream("old\n"), msg("clear_output", wait=True))
-    assert texts(collector) == ["old\n"]  # kept until the next output comes
-    feed(collector, display("new"))
-    assert texts(collector) == ["new"]
-
-
-def test_display_updates_by_id_across_cells() -> None:
-    registry = DisplayRegistry()
-    first = ExecutionCollector("m1", displays=registry)
-    feed(first, display("v1", "d1"), display("plain"))
-    second = ExecutionCollector("m2", displays=registry)
-    feed(second, msg("update_display_data", "m2", data={"text/plain": "v2"}, metadata={},
-                     transient={"display_id": "d1"}))  # fmt: skip
-    assert texts(first) == ["v2", "plain"]
-    assert second.outputs() == []
-    # Displaying again with the same id adds an output and updates the earlier ones.
-    feed(second, display("v3", "d1", kind="execute_result", parent="m2"))
-    assert texts(first) == ["v3", "plain"]
-    assert texts(second) == ["v3"]
-    # A cleared output is no longer updated.
-    feed(second, msg("clear_output", "m2", wait=False))
-    feed(second, msg("update_display_data", "m2", data={"text/plain": "v4"}, metadata={},
-                     transient={"display_id": "d1"}))  # fmt: skip
-    assert texts(first) == ["v4", "plain"]
-    assert second.outputs() == []
-
-
-def test_the_clock_starts_when_the_kernel_begins_the_cell() -> None:
-    clock = Clock()
-    collector = ExecutionCollector("m1", clock=clock)
-    assert collector.deadline(5) is None
-    clock.now += 60  # queued behind another request for a minute: not counted
-    assert not collector.expired(5)
-    assert collector.duration is None
-    feed(collector, msg("status", execution_state="busy"))
-    feed(collector, msg("execute_input", code="x", execution_count=7))
-    assert collector.started_at == 160.0
-    assert collector.deadline(5) == 165.0
-    assert collector.deadline(0) is None  # 0 = no timeout
-    clock.now = 164.9
-    assert not collector.expired(5)
-    clock.now = 165.0
-    assert collector.expired(5)
-    assert not collector.expired(0)
-    collector.feed_shell(msg("execute_reply", status="ok", execution_count=7))
-    assert not collector.expired(5)  # it finished: never interrupt someone else's cell
-    clock.now = 166.0
-    feed(collector, msg("status", execution_state="idle"))
-    assert collector.duration == 6.0
-    clock.now = 200.0
-    assert collector.duration == 6.0
-
-
-def test_status_from_replies_and_outputs() -> None:
-    def ended(reply: dict[str, Any], *outputs: dict[str, Any]) -> ExecutionCollector:
-        collector = ExecutionCollector("m1")
-        feed(collector, *outputs)
-        collector.feed_shell(msg("execute_reply", **reply))
-        feed(collector, msg("status", execution_state="idle"))
-        return collector
-
-    error = msg("error", ename="ValueError", evalue="bad", traceback=["tb"])
-    interrupt = msg("error", ename="KeyboardInterrupt", evalue="", traceback=[])
-    assert ended({"status": "aborted"}).status() is CellStatus.ABORTED
-    failed = ended({"status": "error", "ename": "ValueError"}, error)
-    assert failed.status() is CellStatus.ERROR
-    assert failed.outputs()[0]["ename"] == "ValueError"
-    stopped = ended({"status": "error", "ename": "KeyboardInterrupt"}, interrupt)
-    assert stopped.status() is CellStatus.ERROR
-    assert stopped.status(interrupted=True) is CellStatus.ABORTED
-    assert stopped.status(timed_out=True) is CellStatus.TIMED_OUT
-    assert ended({"status": "ok"}, error).status(interrupted=True) is CellStatus.ERROR
-
-
-def test_an_error_reply_without_error_output_still_gives_one() -> None:
-    collector = ExecutionCollector("m1")
-    collector.feed_shell(
-        msg("execute_reply", status="error", ename="E", evalue="v", traceback=["t"])
-    )
-    assert collector.outputs() == [
-        {"output_type": "error", "ename": "E", "evalue": "v", "traceback": ["t"]}
-    ]
-    assert collector.status() is CellStatus.ERROR
-
-
-def test_runaway_output_is_capped() -> None:
-    collector = ExecutionCollector("m1", max_stream_chars=100, max_outputs=3)
-    for i in range(1000):
-        collector.feed_iopub(stream(f"{i:04d}\n"))
-    (out,) = collector.outputs()
-    head, tail = out["text"].split("[... jupyter-ci cut ")
-    assert head.startswith("0000\n0001\n")
-    assert tail.endswith("0998\n0999\n")
-    assert len(out["text"]) < 200
-    cut = int(tail.split(" ")[0])
-    assert cut + 100 == 5000
-    feed(collector, *(display(str(i)) for i in range(5)))
-    outputs = collector.outputs()
-    assert len(outputs) == 4
-    assert outputs[-1]["text"] == "[jupyter-ci dropped 3 more outputs of this cell]\n"
 
 
 # --- a real kernel, shared by the tests below --------------------------------------------------
@@ -276,7 +69,7 @@ async def test_print_gives_stdout_and_an_execution_count(ws: KernelWorkspace) ->
     assert first.outputs == [{"output_type": "stream", "name": "stdout", "text": "hi\n"}]
     assert isinstance(first.execution_count, int)
     assert first.duration is not None
-    assert 0 <= first.duration < 5
+    assert first.duration >= 0
     second_id = await cell(ws, "6 * 7")
     second = await ws.run_cell(second_id, timeout=10)
     assert second.execution_count == first.execution_count + 1
@@ -333,12 +126,12 @@ async def test_clear_output(ws: KernelWorkspace) -> None:
 
 @shared_loop
 async def test_a_sleeping_cell_times_out_and_the_kernel_goes_on(ws: KernelWorkspace) -> None:
-    started = time.monotonic()
     result = await ws.run_cell(await cell(ws, "import time; time.sleep(1000)"), timeout=1)
     assert result.status is CellStatus.TIMED_OUT
-    assert time.monotonic() - started < 5
+    assert result.error is not None
+    assert result.error["ename"] == "KeyboardInterrupt"  # interrupted, not given up on
     assert result.duration is not None
-    assert 1 <= result.duration < 5
+    assert result.duration >= 1
     after = await ws.run_cell(await cell(ws, "print('alive')"), timeout=10)
     assert after.status is CellStatus.OK
     assert after.outputs[0]["text"] == "alive\n"
@@ -346,45 +139,53 @@ async def test_a_sleeping_cell_times_out_and_the_kernel_goes_on(ws: KernelWorksp
 
 @shared_loop
 async def test_a_busy_loop_times_out(ws: KernelWorkspace) -> None:
-    started = time.monotonic()
     result = await ws.run_cell(await cell(ws, "while True:\n    pass"), timeout=1)
     assert result.status is CellStatus.TIMED_OUT
-    assert time.monotonic() - started < 5
+    assert result.error is not None
+    assert result.error["ename"] == "KeyboardInterrupt"
 
 
 @shared_loop
-async def test_time_queued_behind_another_client_is_not_counted(ws: KernelWorkspace) -> None:
-    other = another_client(ws)
-    try:
-        other.execute("import time; time.sleep(2)")
-        await asyncio.sleep(0.2)
-        started = time.monotonic()
-        result = await ws.run_cell(await cell(ws, "print('my turn')"), timeout=1)
-        waited = time.monotonic() - started
-    finally:
-        other.stop_channels()
-    assert result.status is CellStatus.OK
+async def test_time_queued_behind_another_request_is_not_counted(ws: KernelWorkspace) -> None:
+    # Sent first on the same socket, so the kernel runs it first: ours waits behind it.
+    ws.kernel_client.execute("import time; time.sleep(2)")
+    started = time.monotonic()
+    result = await ws.run_cell(await cell(ws, "print('my turn')"), timeout=1)
+    waited = time.monotonic() - started
+    assert result.status is CellStatus.OK  # not timed out, though it waited past its timeout...
     assert result.outputs[0]["text"] == "my turn\n"
-    assert waited > 1.2  # it waited for the other cell, past its own timeout...
+    assert waited >= 2
     assert result.duration is not None
-    assert result.duration < 1  # ...but its clock started when the kernel began it
+    assert waited - result.duration >= 1.5  # ...its clock started when the kernel began it
 
 
 @shared_loop
 async def test_a_cell_aborted_by_the_kernel(ws: KernelWorkspace) -> None:
-    other = another_client(ws)
-    try:
-        other.execute("import time; time.sleep(0.5); 1 / 0", stop_on_error=True)
-        await asyncio.sleep(0.2)
-        result = await ws.run_cell(await cell(ws, "print('never')"), timeout=10)
-    finally:
-        other.stop_channels()
+    # Sent first on the same socket, so it is ahead of ours; its error makes the kernel skip
+    # the requests queued behind it. The second it sleeps is how long ours, sent just after on
+    # the same socket, has to reach the kernel's queue.
+    ws.kernel_client.execute("import time; time.sleep(1); 1 / 0", stop_on_error=True)
+    result = await ws.run_cell(await cell(ws, "print('never')"), timeout=10)
     assert result.status is CellStatus.ABORTED
     assert result.outputs == []
+    assert (await ws.run_cell(await cell(ws, "print('next')"), timeout=10)).status is CellStatus.OK
 
 
 @shared_loop
-async def test_stop_interrupts_and_reports_aborted(ws: KernelWorkspace, tmp_path: Path) -> None:
+async def test_a_request_the_kernel_ends_without_a_reply_does_not_hold_the_workspace(
+    ws: KernelWorkspace,
+) -> None:
+    # The kernel cannot send this reply (a payload that is not JSON): it goes idle without one,
+    # as it does when an interrupt lands in its request handler outside the cell's code.
+    unsendable = "get_ipython().payload_manager.write_payload({'source': 'test', 'data': object()})"
+    result = await ws.run_cell(await cell(ws, unsendable), timeout=0)
+    assert result.status is CellStatus.ABORTED
+    after = await ws.run_cell(await cell(ws, "print('next')"), timeout=10)
+    assert after.outputs == [{"output_type": "stream", "name": "stdout", "text": "next\n"}]
+
+
+@shared_loop
+async def test_stop_interrupts_and_reports_interrupted(ws: KernelWorkspace, tmp_path: Path) -> None:
     marker = tmp_path / "started"
     source = f"import time\nopen({str(marker)!r}, 'w').close()\ntime.sleep(30)"
     task = asyncio.ensure_future(ws.run_cell(await cell(ws, source), timeout=0))
@@ -394,7 +195,7 @@ async def test_stop_interrupts_and_reports_aborted(ws: KernelWorkspace, tmp_path
         await asyncio.sleep(0.05)
     await ws.interrupt()
     result = await asyncio.wait_for(task, 10)
-    assert result.status is CellStatus.ABORTED
+    assert result.status is CellStatus.INTERRUPTED
     assert result.error is not None
     assert result.error["ename"] == "KeyboardInterrupt"
 
@@ -578,14 +379,34 @@ async def test_restore_rebuilds_state_and_skips_ci_cells(tmp_path: Path) -> None
 
 
 @pytest.mark.asyncio
-async def test_a_dying_kernel_raises_kernel_died_promptly(tmp_path: Path) -> None:
+async def test_display_updates_find_their_cell_after_cells_are_inserted_above_it(
+    tmp_path: Path,
+) -> None:
+    async with await KernelWorkspace.open(tmp_path / "displays.ipynb") as ws:
+        shown = await ws.insert_cell(
+            None,
+            "from IPython.display import display, update_display\n"
+            "handle = display({'text/plain': 'v1'}, raw=True, display_id='d')",
+        )
+        await ws.run_cell(shown, timeout=10)
+        above = await ws.insert_cell(None, "print('above')")  # the displaying cell moves down
+        await ws.run_cell(above, timeout=10)
+        later = await ws.insert_cell(
+            shown, "update_display({'text/plain': 'v2'}, raw=True, display_id='d')"
+        )
+        await ws.run_cell(later, timeout=10)
+        cells = {c.id: c for c in await ws.read_cells()}
+        assert [o["data"]["text/plain"] for o in cells[shown].outputs] == ["v2"]
+        assert [o["text"] for o in cells[above].outputs] == ["above\n"]
+        assert cells[later].outputs == []
+
+
+@pytest.mark.asyncio
+async def test_a_kernel_that_dies_mid_cell_ends_it_kernel_died(tmp_path: Path) -> None:
     async with await KernelWorkspace.open(tmp_path / "dies.ipynb") as ws:
         cell_id = await ws.insert_cell(None, "import os\nos._exit(1)")
-        started = time.monotonic()
-        with pytest.raises(KernelDied):
-            await ws.run_cell(cell_id, timeout=0)
-        assert time.monotonic() - started < 5
-        with pytest.raises(KernelDied):
-            await ws.run_cell(cell_id, timeout=0)
+        result = await ws.run_cell(cell_id, timeout=0)
+        assert result.status is CellStatus.KERNEL_DIED
+        assert (await ws.run_cell(cell_id, timeout=0)).status is CellStatus.KERNEL_DIED
         with pytest.raises(KernelDied):
             await ws.inspect_variables()

@@ -12,6 +12,7 @@ import pytest
 import pytest_asyncio
 
 from jupyter_ci.agent import loop
+from jupyter_ci.agent.cells import UNFINISHED_NOTE
 from jupyter_ci.agent.loop import AgentRun, Approver, ReviewDecision, RunOutcome
 from jupyter_ci.agent.states import RunState
 from jupyter_ci.errors import BudgetExceeded, CellError, ModelError
@@ -189,9 +190,11 @@ async def test_timeout_interrupts_and_is_fed_back(workspace: KernelWorkspace) ->
 
 async def test_kernel_death_ends_the_run_without_replay(workspace: KernelWorkspace) -> None:
     script = [Reply.code("import os\nos._exit(1)"), Reply.code("x = 1", times=None)]
+    recorder = Recorder()
     with ScriptedModelServer(script) as server:
-        outcome = await run_loop(workspace, server, "die")
+        outcome = await run_loop(workspace, server, "die", recorder=recorder)
         assert len(server.chat_requests) == 1
+    assert [e["status"] for e in recorder.of("execution_finished")] == ["kernel_died"]
     assert outcome.state is RunState.FAILED
     assert outcome.reason == "kernel_died"
     assert "re-run the cells you need" in outcome.error.hint  # type: ignore[union-attr]
@@ -218,6 +221,74 @@ async def test_provider_faults_fail_the_run_clearly(
     assert isinstance(outcome.error, ModelError)
     assert outcome.error.kind == kind
     assert KEY not in str(outcome.error)
+
+
+async def test_a_cut_stream_leaves_its_half_written_cell_commented_out(
+    workspace: KernelWorkspace,
+) -> None:
+    recorder = Recorder()
+    reply = Reply.fail(
+        Fault.cut_stream(10), content="```python\nx = 1\ny = 2\nz = 3 and more", times=None
+    )
+    with ScriptedModelServer([reply]) as server:
+        outcome = await run_loop(workspace, server, "make x", recorder=recorder)
+    assert (outcome.state, outcome.reason) == (RunState.FAILED, "model_error")
+    [cell] = await workspace.read_cells()
+    lines = cell.source.splitlines()
+    assert lines[0] == UNFINISHED_NOTE
+    assert lines[1:3] == ["# x = 1", "# y = 2"]
+    assert all(line.startswith("#") for line in lines)  # nothing in it runs, Run All included
+    [update] = recorder.of("cell_updated")
+    assert (update["cell_id"], update["cause"], update["source"]) == (
+        cell.id,
+        "stopped",
+        cell.source,
+    )
+    assert recorder.of("execution_finished") == []
+    assert outcome.cells == [cell.id]
+
+
+async def test_a_cut_stream_before_any_code_deletes_the_cell_it_began(
+    workspace: KernelWorkspace,
+) -> None:
+    recorder = Recorder()
+    # The first line of the block is blank: the cell is made for it, and no code follows.
+    reply = Reply.fail(Fault.cut_stream(3), content="Here:\n```python\n    \nx = 1\n", times=None)
+    with ScriptedModelServer([reply]) as server:
+        outcome = await run_loop(workspace, server, "make x", recorder=recorder)
+    assert outcome.state is RunState.FAILED
+    assert await workspace.read_cells() == []
+    [inserted] = recorder.of("cell_inserted")
+    [deleted] = recorder.of("cell_deleted")
+    assert deleted["cell_id"] == inserted["cell_id"]
+    assert outcome.cells == []
+
+
+async def test_stop_while_code_streams_leaves_the_cell_commented_out(
+    workspace: KernelWorkspace,
+) -> None:
+    recorder = Recorder()
+    holder: list[AgentRun] = []
+    code = "\n".join(f"value_{i} = {i}" for i in range(200))
+    with ScriptedModelServer([Reply.code(code, delay=0.01)]) as server:
+        task = asyncio.ensure_future(
+            run_loop(workspace, server, "count", recorder=recorder, run_holder=holder)
+        )
+        await asyncio.wait_for(recorder.first("cell_inserted"), 60)
+        holder[0].stop()
+        outcome = await asyncio.wait_for(task, 60)
+    assert (outcome.state, outcome.reason) == (RunState.STOPPED, "user")
+    [cell] = await workspace.read_cells()
+    lines = cell.source.splitlines()
+    assert lines[0] == UNFINISHED_NOTE
+    assert lines[1] == "# value_0 = 0"
+    assert all(line.startswith("#") for line in lines)
+    assert len(lines) < 201  # stopped before the model was done
+    assert [e["cause"] for e in recorder.of("cell_updated")] == ["stopped"]
+    assert recorder.of("execution_finished") == []
+    # Run as it stands, it does nothing.
+    assert (await workspace.run_cell(cell.id, timeout=30)).status.value == "ok"
+    assert "value_0" not in {v.name for v in await workspace.inspect_variables()}
 
 
 async def test_an_empty_reply_is_asked_for_again_then_explained(

@@ -51,6 +51,7 @@ VOCABULARY = {
     "HeldBackErrorName",
     "ResumeMetadataKey",
     "CellMetadataKey",
+    "ReplyGraceSeconds",
 }
 OPAQUE = {"Output"}  # nbformat's own output shapes, passed through as dicts
 
@@ -221,7 +222,7 @@ VALID: list[tuple[str, dict[str, Any]]] = [
             "call_id": "k5",
             "run_id": "r1",
             "notebook_path": "b.ipynb",
-            "method": "inspect_variables",
+            "method": "evaluate",
             "expression": "1",
         },
     ),

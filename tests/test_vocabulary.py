@@ -6,13 +6,18 @@ import json
 import re
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from jupyter_ci import magics, protocol, vocabulary
 from jupyter_ci.agent.outcome import RunOutcome, end_words
 from jupyter_ci.agent.states import RunState
+from jupyter_ci.agent.workspace import Cell
+from jupyter_ci.magics import allow_one_line_cell_magic
 from jupyter_ci.models.base import TokenUsage
+from jupyter_ci.workspaces.inkernel import current_input_number, history_cells
+from jupyter_ci.workspaces.kernel import skip_ci_cells
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -28,6 +33,23 @@ def test_a_ci_cell_is_recognised(source: str) -> None:
 @pytest.mark.parametrize("source", NOT_CI_CELLS)
 def test_other_cells_are_not_taken_for_ci_cells(source: str) -> None:
     assert not vocabulary.is_ci_cell(source)
+
+
+@pytest.mark.parametrize("source", CI_CELLS + NOT_CI_CELLS)
+def test_every_python_place_that_recognises_a_ci_cell_uses_the_rule(source: str) -> None:
+    is_ci = vocabulary.is_ci_cell(source)
+    # The headless restore skips %%ci cells.
+    assert skip_ci_cells(Cell("c1", "code", source)) is is_ci
+    # The in-kernel loop leaves them out of the history it shows the model, and finds its own.
+    shell = SimpleNamespace(history_manager=SimpleNamespace(input_hist_raw=["", "x = 1", source]))
+    assert [block.source for block in history_cells(shell)] == ["x = 1"] + (
+        [] if is_ci else [source.strip()]
+    )
+    assert current_input_number(shell) == (2 if is_ci else None)
+    # The magic lets a one-line %%ci cell stand alone (IPython has removed blank lines first).
+    if "\n" not in source.strip():
+        line = source.strip()
+        assert (allow_one_line_cell_magic([line]) != [line]) is is_ci
 
 
 def test_the_labextension_applies_the_same_rule_to_the_same_cells() -> None:

@@ -24,6 +24,19 @@ def unified_diff(before: str, after: str) -> str:
     return "\n".join(lines)
 
 
+#: The first line of a cell the model stopped writing (its code is commented out below it).
+UNFINISHED_NOTE = (
+    "# jupyter-ci: stopped before this cell was complete; it has not run. "
+    "Uncomment it (select all, Ctrl+/) to use it."
+)
+
+
+def commented_out(code: str) -> str:
+    """``code`` commented out line by line under :data:`UNFINISHED_NOTE`."""
+    lines = [f"# {line}" if line.strip() else "#" for line in code.splitlines()]
+    return "\n".join([UNFINISHED_NOTE, *lines])
+
+
 class RunCells:
     """The cells one run inserted or changed, in that order (``ids``)."""
 
@@ -55,6 +68,21 @@ class RunCells:
         self.ids.append(cell_id)
         self._emit("cell_inserted", cell_id=cell_id, after_id=after_id, source=source, step=step)
         return cell_id
+
+    async def delete(self, cell_id: str) -> None:
+        """Delete a cell the run inserted, and say so (``cell_deleted``)."""
+        await self.workspace.delete_cell(cell_id)
+        if cell_id in self.ids:
+            self.ids.remove(cell_id)
+        self._emit("cell_deleted", cell_id=cell_id)
+
+    async def leave_unfinished(self, cell_id: str, code: str) -> None:
+        """The model stopped writing the cell: delete it when ``code`` is blank, else comment
+        the code out under :data:`UNFINISHED_NOTE` (cause ``stopped``)."""
+        if not code.strip():
+            await self.delete(cell_id)
+            return
+        await self.rewrite(cell_id, code, commented_out(code), 1, cause="stopped")
 
     def adopt(self, cell_id: str) -> None:
         """Count a cell the run changes without having inserted it (the user's, to fix)."""

@@ -7,8 +7,9 @@ with :func:`wrap_untrusted` before it goes into a prompt.
 
 The pieces of the text, in output order:
 
-- streams: ``[stdout] ...`` / ``[stderr] ...`` (consecutive writes to the same stream merged,
-  carriage-return progress bars collapsed to their last state);
+- streams: ``[stdout] ...`` / ``[stderr] ...`` (consecutive writes to the same stream merged, and
+  ``\\r``/``\\b`` resolved, by :func:`~jupyter_ci.execution.outputs.coalesce_streams`: a progress
+  bar shows its last state, as the notebook shows it);
 - results: ``Out[7]: ...`` (``Out: ...`` without an execution count);
 - display data: the text as is, with no label;
 - errors: ``[error]`` then ``ename: evalue`` and the traceback without colours, head and tail kept;
@@ -26,6 +27,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from typing import Any, Literal
+
+from ..execution.outputs import coalesce_streams, joined
 
 #: Lines of a traceback kept (head and tail) before the character budget applies.
 TRACEBACK_MAX_LINES = 60
@@ -197,26 +200,6 @@ def _cut_size(removed: list[str]) -> tuple[int, int]:
     return lines, chars
 
 
-def collapse_carriage_returns(text: str) -> str:
-    """Show a progress bar's last state: keep, per line, the text after its last ``\\r``."""
-    lines = text.replace("\r\n", "\n").split("\n")
-    return "\n".join(_last_state(line) for line in lines)
-
-
-def _last_state(line: str) -> str:
-    states = [state for state in line.split("\r") if state]
-    return states[-1] if states else ""
-
-
-def _joined(value: object) -> str:
-    """nbformat multiline strings: a string or a list of strings."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        return "".join(str(item) for item in value)
-    return "" if value is None else str(value)
-
-
 def _size(nbytes: int) -> str:
     if nbytes < 1000:
         return f"{nbytes} B"
@@ -322,7 +305,9 @@ def digest_outputs(
     any text was cut or an image was dropped by a cap (not when vision is simply off).
     """
     images = _Images(vision, max_images, max_image_bytes, [])
-    blocks = [block for out in _prepared(outputs) if (block := _render(out, images)) is not None]
+    blocks = [
+        block for out in coalesce_streams(outputs) if (block := _render(out, images)) is not None
+    ]
     if not blocks:
         return Digest(NO_OUTPUT, [], False)
     truncated = _fit(blocks, max_chars) or any(b.truncated for b in blocks) or images.dropped
@@ -481,62 +466,23 @@ def _short_path(path: str) -> str:
     return stdlib.group(1) if stdlib else path
 
 
-def _prepared(outputs: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """Apply display updates and merge consecutive writes to the same stream."""
-    result: list[Mapping[str, Any]] = []
-    pieces: dict[int, list[str]] = {}  # a merged stream's texts, by its index in ``result``
-    for out in outputs:
-        kind = out.get("output_type")
-        if kind == "update_display_data" and _apply_update(result, out):
-            continue
-        last = result[-1] if result else None
-        if kind == "stream":
-            text = _joined(out.get("text"))
-            if last and last.get("output_type") == "stream" and last.get("name") == out.get("name"):
-                pieces[len(result) - 1].append(text)
-                continue
-            pieces[len(result)] = [text]
-        result.append(out)
-    for index, texts in pieces.items():
-        result[index] = {**result[index], "text": "".join(texts)}
-    return result
-
-
-def _display_id(out: Mapping[str, Any]) -> str | None:
-    transient = out.get("transient")
-    if isinstance(transient, Mapping) and isinstance(transient.get("display_id"), str):
-        return str(transient["display_id"])
-    return None
-
-
-def _apply_update(result: list[Mapping[str, Any]], update: Mapping[str, Any]) -> bool:
-    """Replace the data of earlier displays with the update's display id; False if none match."""
-    display_id = _display_id(update)
-    if display_id is None:
-        return False
-    matched = False
-    for index, out in enumerate(result):
-        if _display_id(out) == display_id:
-            result[index] = {**out, "data": update.get("data", {})}
-            matched = True
-    return matched
-
-
 def _render(out: Mapping[str, Any], images: _Images) -> _Block | None:
     kind = out.get("output_type")
     if kind == "stream":
-        text = collapse_carriage_returns(strip_ansi(_joined(out.get("text")))).strip("\n")
+        text = strip_ansi(joined(out.get("text"))).strip("\n")
         name = out.get("name") if out.get("name") in ("stdout", "stderr") else "stream"
         return _Block(f"[{name}]", text) if text else None
     if kind == "error":
+        traceback = out.get("traceback")
         text, cut = digest_error(
             str(out.get("ename", "Error")),
             str(out.get("evalue", "")),
-            [str(line) for line in out.get("traceback") or []],
+            [str(line) for line in traceback] if isinstance(traceback, list) else [],
         )
         return _Block("[error]", text, cut)
-    if kind in ("execute_result", "display_data", "update_display_data"):
-        block = _render_data(out.get("data") or {}, images)
+    if kind in ("execute_result", "display_data"):
+        data = out.get("data")
+        block = _render_data(data if isinstance(data, Mapping) else {}, images)
         if block is None:
             return None
         if kind == "execute_result":
@@ -554,25 +500,25 @@ def _render_data(data: Mapping[str, Any], images: _Images) -> _Block | None:
         (m for m in data if m.startswith("image/")), None
     )
     if image_mime is not None:
-        line = images.line(image_mime, _joined(data[image_mime]))
-        caption = strip_ansi(_joined(data.get("text/plain", ""))).strip()
+        line = images.line(image_mime, joined(data[image_mime]))
+        caption = strip_ansi(joined(data.get("text/plain", ""))).strip()
         return _Block(None, f"{line}\n{caption}" if caption else line)
     if "text/plain" in data:
-        text = strip_ansi(_joined(data["text/plain"])).strip("\n")
-        if _PANDAS_HTML.search(_joined(data.get("text/html", ""))):
+        text = strip_ansi(joined(data["text/plain"])).strip("\n")
+        if _PANDAS_HTML.search(joined(data.get("text/html", ""))):
             return _table(text)
         return _Block(None, text)
     if "text/markdown" in data:
-        return _Block(None, _joined(data["text/markdown"]).strip("\n"))
+        return _Block(None, joined(data["text/markdown"]).strip("\n"))
     if "text/html" in data:
-        return _html(_joined(data["text/html"]))
+        return _html(joined(data["text/html"]))
     json_mime = next((m for m in data if m == "application/json" or m.endswith("+json")), None)
     if json_mime is not None:
         return _json(data[json_mime])
     if not data:
         return None
     mime, value = next(iter(data.items()))
-    return _Block(None, f"[{mime} output, {_size(len(_joined(value).encode()))}, not shown]")
+    return _Block(None, f"[{mime} output, {_size(len(joined(value).encode()))}, not shown]")
 
 
 def _table(text: str) -> _Block:
@@ -594,9 +540,9 @@ def _html(markup: str) -> _Block:
 def _json(value: object) -> _Block:
     if isinstance(value, (str, list)):
         try:
-            value = json.loads(_joined(value))
+            value = json.loads(joined(value))
         except ValueError:
-            value = _joined(value)
+            value = joined(value)
     text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
     capped, cut = head_tail(text, JSON_MAX_CHARS, unit="chars")
     return _Block(None, capped, cut)

@@ -16,6 +16,7 @@ run reads these events and rebuilds nothing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -42,6 +43,7 @@ from ..settings import Settings
 from .cells import RunCells
 from .digest import Digest, digest_outputs, new_nonce
 from .extract import extract_code
+from .files import FileWatch
 from .messages import Conversation, text_of
 from .model_calls import ModelCalls, code_of
 from .outcome import RunOutcome, live_line, rejection_text
@@ -63,6 +65,8 @@ DIGEST_CHARS = 4000
 #: can end ipykernel's handling of it with no reply) is left, and the run ends stopped.
 STOP_INTERRUPT_EVERY = 2.0
 STOP_INTERRUPTS = 5
+#: How long tidying a half-written cell may take after Stop or a cut stream (seconds).
+UNFINISHED_TIMEOUT = 10.0
 #: What the run record says of a cell the run stopped waiting for.
 ABANDONED = "[the cell did not end after Stop interrupted it; the run stopped without waiting]"
 
@@ -184,6 +188,7 @@ class AgentRun:
             notice=self._notice,
         )
         self.cells = RunCells(workspace, self.run_id, request.anchor_id, self.emit)
+        self.files = FileWatch(workspace, self.emit)
         self.attempts = 0
         self.notices: list[str] = []
         self._seq = 0
@@ -438,6 +443,7 @@ class AgentRun:
         self.emit(
             "attempt", cell_id=cell_id, attempt=attempt, max_attempts=self.settings.max_attempts
         )
+        await self.files.start()
         self.emit("execution_started", cell_id=cell_id, attempt=attempt)
         self._executing = True
         self._cell_task = asyncio.ensure_future(
@@ -470,6 +476,7 @@ class AgentRun:
             duration=execution.duration,
         )
         self._end_if_over(execution.status)
+        await self.files.check()
         return execution, digest
 
     def _end_if_over(self, status: CellStatus) -> None:
@@ -669,6 +676,21 @@ class AgentRun:
         pump_task = asyncio.ensure_future(pump()) if streaming else None
         try:
             reply = await self.calls.call(messages, on_text)
+        except (Exception, asyncio.CancelledError) as err:
+            # Stopped, or the stream was cut: the cell must not stay half-written and runnable.
+            ours = self._stopping or not isinstance(err, asyncio.CancelledError)
+            if pump_task is not None and ours:
+                # The pump ends by itself too: asyncio.wait_for (3.11) can swallow a cancel
+                # that arrives as the awaited call completes.
+                done = True
+                pending.clear()
+                wake.set()
+                pump_task.cancel()
+                await asyncio.gather(pump_task, return_exceptions=True)
+                if cell_id is not None:
+                    fence.finish()
+                    await self._leave_unfinished(cell_id, fence.code)
+            raise
         finally:
             done = True
             wake.set()
@@ -693,6 +715,19 @@ class AgentRun:
             if prose:
                 self.emit("message", role="assistant", text=prose)
         return reply, code, cell_id
+
+    async def _leave_unfinished(self, cell_id: str, code: str) -> None:
+        """The model stopped writing ``cell_id`` before its code was complete (Stop, a cut
+        stream): delete the cell when no code came, else comment its code out under a note
+        (``cell_updated``, cause ``stopped``), so that it never runs unedited, Run All included.
+
+        Best effort: a notebook that cannot be reached any more (its tab went away) keeps the
+        cell as it is, and the run still ends as it must.
+        """
+        if self._stopping and self._stop_reason == "disconnected":
+            return
+        with contextlib.suppress(JupyterCIError, asyncio.TimeoutError):
+            await asyncio.wait_for(self.cells.leave_unfinished(cell_id, code), UNFINISHED_TIMEOUT)
 
     # --- helpers ------------------------------------------------------------------------------
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from ..execution.status import CellStatus
+from .files import Snapshot
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,10 @@ class Workspace(Protocol):
         """Replace a cell's whole source (a fix; the loop has shown the diff)."""
         ...
 
+    async def delete_cell(self, cell_id: str) -> None:
+        """Delete a cell the run generated (``--regenerate``; a cell stopped before any code)."""
+        ...
+
     async def run_cell(self, cell_id: str, timeout: float) -> Execution:
         """Run the cell in the kernel and wait for it; ``timeout`` seconds (0 = none).
 
@@ -110,6 +115,12 @@ class Workspace(Protocol):
 
     async def inspect_variables(self) -> list[Variable]:
         """The user's variables, gathered without touching ``In``/``Out``, history or the count."""
+        ...
+
+    async def snapshot_files(self, root: str | None) -> Snapshot | None:
+        """The files of the kernel's working folder (``root``; None: the one it has now), read
+        by :data:`~jupyter_ci.agent.files.SNAPSHOT_SOURCE` as the variables are; None when the
+        kernel cannot say (another language)."""
         ...
 
     async def interrupt(self) -> None:

@@ -6,43 +6,18 @@ the reply. Measured in the Jupyter server with 20 runs at once, that work stalle
 loop for hundreds of milliseconds at a time (every kernel websocket and HTTP request waits
 meanwhile). :class:`ThreadedModel` moves each call to one shared background thread with its own
 event loop; streamed text is handed back to the caller's loop, and cancelling the caller's task
-(Stop) cancels the call there, which closes the HTTP stream.
-
-One loop serves every call of the process: litellm caches HTTP clients per event loop.
+(Stop) cancels the call there, which closes the HTTP stream. The loop is the process's one
+:class:`~jupyter_ci.loop_thread.BackgroundLoop`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Sequence
 from typing import Any
 
+from ..loop_thread import BackgroundLoop
 from .base import Model, ModelReply, TextCallback
-
-
-class BackgroundLoop:
-    """One asyncio event loop on a daemon thread, shared by every user in the process."""
-
-    _lock = threading.Lock()
-    _instance: BackgroundLoop | None = None
-
-    def __init__(self, name: str = "jupyter-ci-model") -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self._main, name=name, daemon=True)
-        self.thread.start()
-
-    def _main(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.loop.run_forever()
-
-    @classmethod
-    def shared(cls) -> BackgroundLoop:
-        """The process's background loop (started on first use, again if its thread died)."""
-        with cls._lock:
-            if cls._instance is None or not cls._instance.thread.is_alive():
-                cls._instance = cls()
-            return cls._instance
 
 
 class ThreadedModel:

@@ -31,12 +31,15 @@ def resolve(root_dir: str | Path, path: str) -> Path:
     """The absolute path of ``path`` under ``root_dir``; refuses anything outside it."""
     if "\x00" in path:
         raise AttachmentError(f"{path!r} is not a file name (it holds a NUL character).")
-    root = Path(root_dir).resolve()
-    target = (root / path.lstrip("/")).resolve()
-    if target != root and root not in target.parents:
-        raise AttachmentError(f"{path} is outside the server's root directory.")
-    if not target.is_file():
-        raise AttachmentError(f"{path} is not a file.")
+    try:
+        root = Path(root_dir).resolve()
+        target = (root / path.lstrip("/")).resolve()
+        if target != root and root not in target.parents:
+            raise AttachmentError(f"{path} is outside the server's root directory.")
+        if not target.is_file():
+            raise AttachmentError(f"{path} is not a file.")
+    except OSError as err:  # a name too long for the file system, a loop of links
+        raise AttachmentError(f"{path[:200]} cannot be read: {err.strerror or err}.") from None
     return target
 
 

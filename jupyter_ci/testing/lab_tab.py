@@ -4,9 +4,11 @@
 an in-memory notebook per path, and answers the server's calls the way the labextension does:
 cells are inserted, edited and read by id; ``run_cell`` executes in the notebook's real kernel
 (through a kernel client the test supplies), reports ``started`` when the kernel begins the cell,
-and returns the outputs; ``inspect_variables`` sends a silent request with the expression. A call
-id seen before is answered with the same result, never done twice (the server resends unanswered
-calls after a reconnect).
+and returns the raw reply status with the outputs (the server classifies how the cell ended, as it
+does for the labextension); ``evaluate`` sends a silent request with the expression. The
+outputs are built by the one normaliser (:class:`~jupyter_ci.execution.outputs.NotebookOutputs`),
+as every workspace builds them. A call id seen before is answered with the same result, never done
+twice (the server resends unanswered calls after a reconnect).
 
 Tests and benchmarks drive the server with it without a browser:
 
@@ -28,8 +30,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import nbformat
+
+from ..execution.outputs import NotebookOutputs
 from ..vocabulary import constant
-from ..workspaces.kernel_exec import DisplayRegistry, ExecutionCollector
+
+#: As the labextension: how long a request's reply may lag its idle status (seconds).
+REPLY_GRACE = float(constant("ReplyGraceSeconds"))
 
 #: Makes an (async, started) jupyter_client kernel client for a kernel id.
 KernelClientFactory = Callable[[str], Awaitable[Any]]
@@ -42,6 +49,13 @@ class TabNotebook:
     path: str
     kernel_id: str
     cells: list[dict[str, Any]] = field(default_factory=list)
+    #: Builds the cells' outputs from kernel messages (display ids span the notebook's cells).
+    outputs: NotebookOutputs = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        # nbclient reads cells by attribute: nbformat nodes (dicts too), in this very list.
+        self.cells[:] = [_node(cell) for cell in self.cells]
+        self.outputs = NotebookOutputs(nbformat.NotebookNode(cells=self.cells))  # type: ignore[no-untyped-call]
 
     def index(self, cell_id: str) -> int:
         """The position of a cell; ``KeyError`` if there is none with that id."""
@@ -60,15 +74,24 @@ class TabNotebook:
 
 
 def code_cell(source: str, cell_id: str | None = None, **metadata: Any) -> dict[str, Any]:
-    """A code cell dict for :meth:`ScriptedTab.open_notebook`."""
-    return {
-        "id": cell_id or uuid.uuid4().hex[:12],
-        "cell_type": "code",
-        "source": source,
-        "outputs": [],
-        "execution_count": None,
-        "metadata": dict(metadata),
-    }
+    """A code cell (an nbformat node, which is a dict) for :meth:`ScriptedTab.open_notebook`."""
+    return _node(
+        {
+            "id": cell_id or uuid.uuid4().hex[:12],
+            "cell_type": "code",
+            "source": source,
+            "outputs": [],
+            "execution_count": None,
+            "metadata": dict(metadata),
+        }
+    )
+
+
+def _node(cell: dict[str, Any]) -> dict[str, Any]:
+    if isinstance(cell, nbformat.NotebookNode):
+        return cell
+    node: dict[str, Any] = nbformat.from_dict(cell)  # type: ignore[no-untyped-call]
+    return node
 
 
 class CallRefused(Exception):
@@ -96,7 +119,7 @@ class ScriptedTab:
         self.base_url = base_url.rstrip("/") + "/"
         self.token = token
         self.kernel_client_for = kernel_client_for
-        #: Answer run_cell and inspect_variables at once, without a kernel (for benchmarks of
+        #: Answer run_cell and evaluate at once, without a kernel (for benchmarks of
         #: the server's own cost): every cell "succeeds" with no output.
         self.instant = instant
         #: False: token events are not kept in :attr:`received` (long benchmarks).
@@ -117,8 +140,7 @@ class ScriptedTab:
         self._results: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._kernels: dict[str, Any] = {}
         self._readers: dict[str, asyncio.Task[None]] = {}
-        self._collectors: dict[str, ExecutionCollector] = {}
-        self._displays = DisplayRegistry()
+        self._executions: dict[str, _Execution] = {}
         self._socket: Any = None
         self._pump: asyncio.Task[None] | None = None
         self._changed = asyncio.Event()
@@ -273,6 +295,7 @@ class ScriptedTab:
         notebook = self.notebooks[path]
         cell = code_cell(source)
         notebook.cells.append(cell)
+        notebook.outputs.cell_inserted(len(notebook.cells) - 1)
         return await self._run_cell(notebook, str(cell["id"]), None)
 
     async def subscribe(self) -> dict[str, Any]:
@@ -339,12 +362,15 @@ class ScriptedTab:
             position = 0 if after is None else notebook.index(str(after)) + 1
             cell = code_cell(str(call.get("source", "")), **dict(call.get("metadata") or {}))
             notebook.cells.insert(position, cell)
+            notebook.outputs.cell_inserted(position)
             return {"cell_id": cell["id"]}
         if method == "append_source":
             notebook.cell(str(call["cell_id"]))["source"] += str(call["text"])
             return {}
         if method == "delete_cell":
-            del notebook.cells[notebook.index(str(call["cell_id"]))]
+            position = notebook.index(str(call["cell_id"]))
+            del notebook.cells[position]
+            notebook.outputs.cell_deleted(position)
             return {}
         if method == "replace_source":
             notebook.cell(str(call["cell_id"]))["source"] = str(call["source"])
@@ -360,11 +386,11 @@ class ScriptedTab:
                 "execution_count": self._count,
                 "started_at": now,
             }
-        if method == "inspect_variables" and self.instant:
+        if method == "evaluate" and self.instant:
             return {"text": "[]"}
         if method == "run_cell":
             return await self._run_cell(notebook, str(call["cell_id"]), str(call["call_id"]))
-        if method == "inspect_variables":
+        if method == "evaluate":
             return await self._inspect(notebook, str(call["expression"]))
         if method == "interrupt":
             raise CallRefused("unsupported", "the scripted tab cannot interrupt a kernel")
@@ -384,38 +410,42 @@ class ScriptedTab:
         return client
 
     async def _read_kernel(self, client: Any) -> None:
-        """Hand every iopub and shell message to the collector of its request."""
+        """Hand every iopub and shell message to the execution of its request."""
 
         async def iopub() -> None:
             while True:
                 msg = await client.get_iopub_msg()
-                collector = self._collectors.get(msg["parent_header"].get("msg_id", ""))
-                if collector is not None:
-                    was_started = collector.started
-                    collector.feed_iopub(msg)
-                    if collector.started and not was_started:
-                        self._changed.set()
+                execution = self._executions.get(msg["parent_header"].get("msg_id", ""))
+                if execution is not None:
+                    execution.take(msg)
+                    self._changed.set()
 
         async def shell() -> None:
             while True:
                 msg = await client.get_shell_msg()
-                collector = self._collectors.get(msg["parent_header"].get("msg_id", ""))
-                if collector is not None:
-                    collector.feed_shell(msg)
+                execution = self._executions.get(msg["parent_header"].get("msg_id", ""))
+                if execution is not None:
+                    execution.reply = dict(msg.get("content") or {})
+                    self._changed.set()
 
         await asyncio.gather(iopub(), shell())
 
     async def _execute(
         self,
         kernel_id: str,
+        execution: _Execution,
         code: str,
         *,
         silent: bool = False,
         own: bool = True,
         user_expressions: dict[str, str] | None = None,
-    ) -> ExecutionCollector:
-        """Send an execute request; ``own``: one of jupyter-ci's, marked as the labextension
-        marks them (``metadata.jupyter_ci_resume``: the kernel never holds it back)."""
+    ) -> _Execution:
+        """Send an execute request (as the labextension does) and wait until it is done.
+
+        ``on_started`` of ``execution`` is called once the kernel begins it. ``own``: one of
+        jupyter-ci's executions, marked as the labextension marks them
+        (``metadata.jupyter_ci_resume``: the kernel never holds it back).
+        """
         client = await self._kernel(kernel_id)
         content = {
             "code": code,
@@ -429,52 +459,107 @@ class ScriptedTab:
         message = client.session.msg("execute_request", content, metadata=metadata)
         client.shell_channel.send(message)
         msg_id = message["header"]["msg_id"]
-        collector = ExecutionCollector(msg_id, displays=self._displays, clock=time.time)
-        self._collectors[msg_id] = collector
-        return collector
+        self._executions[msg_id] = execution
+        try:
+            announced = False
+            while not execution.done:
+                reader = self._readers[kernel_id]
+                if reader.done():  # say what stopped the kernel's messages, rather than hang
+                    failure = None if reader.cancelled() else reader.exception()
+                    raise CallRefused("kernel_unavailable", f"the tab stopped reading: {failure!r}")
+                if execution.started_at is not None and not announced:
+                    announced = True
+                    execution.on_started(execution.started_at)
+                self._changed.clear()
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._changed.wait(), 0.05)
+        finally:
+            self._executions.pop(msg_id, None)
+        return execution
 
     async def _run_cell(
         self, notebook: TabNotebook, cell_id: str, call_id: str | None
     ) -> dict[str, Any]:
         cell = notebook.cell(cell_id)
         cell["outputs"] = []
+        cell["execution_count"] = None
+        notebook.outputs.begin(notebook.index(cell_id))
+
+        def started(at: float) -> None:
+            if call_id is None:
+                return
+            self.started_cells.append(cell_id)
+            self._changed.set()
+            self.send({"call_id": call_id, "progress": "started", "started_at": at})
+
+        execution = _Execution(notebook, cell_id, started)
         # A call's execution is jupyter-ci's own; run_user_cell's is the user's.
-        collector = await self._execute(
-            notebook.kernel_id, str(cell["source"]), own=call_id is not None
+        await self._execute(
+            notebook.kernel_id, execution, str(cell["source"]), own=call_id is not None
         )
-        announced = False
-        while not collector.done:
-            if collector.started and not announced and call_id is not None:
-                announced = True
-                self.started_cells.append(cell_id)
-                self._changed.set()
-                self.send(
-                    {"call_id": call_id, "progress": "started", "started_at": collector.started_at}
-                )
-            self._changed.clear()
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), 0.05)
-        self._collectors.pop(collector.msg_id, None)
-        outputs = collector.outputs()
-        cell["outputs"] = outputs
-        cell["execution_count"] = collector.execution_count
-        reply_status = (collector.reply or {}).get("status")
+        # As the browser: the outputs the kernel's messages made, nothing made from the reply.
+        outputs = notebook.outputs.finish(cell["outputs"])
+        reply_status = (execution.reply or {}).get("status")
         return {
             # As the labextension does: the kernel's reply as it came; the server classifies.
             "reply_status": "aborted" if reply_status == "abort" else reply_status,
             "outputs": outputs,
-            "execution_count": collector.execution_count,
-            "started_at": collector.started_at,
+            "execution_count": cell["execution_count"],
+            "started_at": execution.started_at,
         }
 
     async def _inspect(self, notebook: TabNotebook, expression: str) -> dict[str, Any]:
-        collector = await self._execute(
-            notebook.kernel_id, "", silent=True, user_expressions={"v": expression}
+        # As the labextension's inspection: silent, not marked as jupyter-ci's own.
+        execution = await self._execute(
+            notebook.kernel_id,
+            _Execution(),
+            "",
+            silent=True,
+            own=False,
+            user_expressions={"v": expression},
         )
-        while not collector.done:
-            self._changed.clear()
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._changed.wait(), 0.05)
-        self._collectors.pop(collector.msg_id, None)
-        value = ((collector.reply or {}).get("user_expressions") or {}).get("v") or {}
+        value = ((execution.reply or {}).get("user_expressions") or {}).get("v") or {}
         return {"text": str((value.get("data") or {}).get("text/plain", ""))}
+
+
+class _Execution:
+    """One execute request of the tab: when the kernel began it, its reply, its outputs."""
+
+    def __init__(
+        self,
+        notebook: TabNotebook | None = None,
+        cell_id: str | None = None,
+        on_started: Callable[[float], None] | None = None,
+    ) -> None:
+        self.notebook = notebook
+        self.cell_id = cell_id
+        self.on_started = on_started or (lambda at: None)
+        self.started_at: float | None = None
+        self.reply: dict[str, Any] | None = None
+        self.idle = False
+        self.idle_at: float | None = None
+
+    @property
+    def done(self) -> bool:
+        """Whether both the reply and the ``idle`` status came, or the kernel went idle and no
+        reply came within ``ReplyGraceSeconds`` (as the labextension: an interrupt that lands
+        outside the cell's code ends the request without one)."""
+        if not self.idle:
+            return False
+        if self.reply is not None:
+            return True
+        return self.idle_at is not None and time.monotonic() - self.idle_at >= REPLY_GRACE
+
+    def take(self, msg: dict[str, Any]) -> None:
+        """One iopub message of the request: the start, the end, or an output of the cell."""
+        msg_type = msg["msg_type"]
+        state = (msg.get("content") or {}).get("execution_state")
+        if self.started_at is None and (msg_type == "execute_input" or state == "busy"):
+            self.started_at = time.time()
+        if state == "idle":
+            self.idle = True
+            self.idle_at = time.monotonic()
+        elif self.notebook is not None and self.cell_id is not None:
+            with contextlib.suppress(KeyError):  # the cell was deleted meanwhile
+                index = self.notebook.index(self.cell_id)
+                self.notebook.outputs.feed(msg, index)

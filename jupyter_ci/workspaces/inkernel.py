@@ -18,47 +18,40 @@ Cells are virtual: the notebook the loop sees is the kernel's input history (as 
 without outputs, ``%%ci`` cells left out) followed by the generated code blocks, which live only
 in this workspace; the magic offers them as the next cell when the run ends.
 
-Outputs are captured while they are shown: ``sys.stdout``/``sys.stderr`` are teed, the display
-publisher is wrapped, the execute result is formatted with the shell's display formatter, and
-tracebacks are taken over (``shell._showtraceback``, where both ``showtraceback`` and
-``showsyntaxerror`` end) so a failed attempt becomes an ``error`` output for the model but is
-shown to the user only as a line of text: papermill and nbclient do not fail a notebook whose fix
-succeeded.
-
-The per-block timeout sends SIGINT to the kernel's own process (``interrupt_main`` does not break
-``time.sleep``); the timer only fires while that block is still running.
+Outputs are captured while they are shown, and a block is interrupted at its timeout or for Stop
+(:mod:`jupyter_ci.workspaces.inkernel_capture`); the outputs are built by the one normaliser and
+how a block ended is decided by :func:`~jupyter_ci.execution.status.classify`, as in every
+workspace.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import concurrent.futures
 import contextlib
-import os
 import queue
-import signal
-import sys
-import threading
 import time
-import traceback
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from ..agent.files import SNAPSHOT_SOURCE, Snapshot, parse_snapshot, snapshot_scope
 from ..agent.loop import AgentRun, RunOutcome, RunRequest
 from ..agent.variables import INSPECT_SOURCE, parse_variables
 from ..agent.workspace import Cell, Execution, Variable
 from ..errors import CellNotFound, StoppedByUser
-from ..execution.status import CellStatus
+from ..execution.outputs import NotebookOutputs
+from ..execution.status import CellStatus, classify
+from ..loop_thread import BackgroundLoop
 from ..models.base import Model
+from ..vocabulary import is_ci_cell
+from .inkernel_capture import Interrupter, OutputCapture
 from .inkernel_progress import ProgressView, TextProgress, make_view
+from .notebook_file import new_code_cell
 
 T = TypeVar("T")
 
-#: Characters of one stream kept per execution (the digest for the model cuts far shorter).
-STREAM_LIMIT = 200_000
 #: Input-history entries shown to the model as cells, newest kept.
 HISTORY_CELLS = 200
 #: How long the magic waits for a run to end after the user interrupted it (seconds).
@@ -153,197 +146,6 @@ class MainThreadBridge:
                 on_interrupt()
 
 
-class _LoopThread:
-    """One asyncio event loop on a daemon thread, shared by every run in this process.
-
-    Reused rather than made per run: HTTP clients cached by litellm are bound to the loop they
-    were made on.
-    """
-
-    _lock = threading.Lock()
-    _instance: _LoopThread | None = None
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self._main, name="jupyter-ci-loop", daemon=True)
-        self.thread.start()
-
-    def _main(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.loop.run_forever()
-
-    @classmethod
-    def get(cls) -> _LoopThread:
-        with cls._lock:
-            if cls._instance is None or not cls._instance.thread.is_alive():
-                cls._instance = cls()
-            return cls._instance
-
-
-# --- output capture ------------------------------------------------------------------------
-
-
-class _Tee:
-    """A text stream that records what is written and passes it on."""
-
-    def __init__(self, stream: Any, name: str, sink: Callable[[str, str], None]) -> None:
-        self._stream = stream
-        self._name = name
-        self._sink = sink
-
-    def write(self, text: str) -> int:
-        if isinstance(text, str) and text:
-            self._sink(self._name, text)
-        result: int = self._stream.write(text)
-        return result
-
-    def writelines(self, lines: Any) -> None:
-        for line in lines:
-            self.write(line)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._stream, name)
-
-
-def _json_data(data: Mapping[str, Any]) -> dict[str, Any]:
-    """A mime bundle with bytes made base64 text, as nbformat stores them."""
-    return {
-        mime: base64.b64encode(value).decode("ascii") if isinstance(value, bytes) else value
-        for mime, value in data.items()
-    }
-
-
-_MISSING = object()
-
-
-class OutputCapture:
-    """Record nbformat-like outputs of code run through the shell while the user sees them.
-
-    Failed runs are recorded as an ``error`` output but not shown (the progress line says what
-    happened in one line of text).
-    """
-
-    def __init__(self, shell: Any) -> None:
-        self.shell = shell
-        self.outputs: list[dict[str, Any]] = []
-        self.error: dict[str, Any] | None = None
-        self._saved: list[tuple[Any, str, Any]] = []
-
-    # the hooks
-
-    def _stream(self, name: str, text: str) -> None:
-        last = self.outputs[-1] if self.outputs else None
-        if last is not None and last["output_type"] == "stream" and last["name"] == name:
-            if len(last["text"]) < STREAM_LIMIT:
-                last["text"] = (last["text"] + text)[:STREAM_LIMIT]
-            return
-        self.outputs.append({"output_type": "stream", "name": name, "text": text[:STREAM_LIMIT]})
-
-    def _publish(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        def publish(data: Any, metadata: Any = None, *args: Any, **kwargs: Any) -> Any:
-            if isinstance(data, Mapping) and not kwargs.get("update"):
-                with contextlib.suppress(Exception):
-                    self.outputs.append(
-                        {
-                            "output_type": "display_data",
-                            "data": _json_data(data),
-                            "metadata": dict(metadata or {}),
-                        }
-                    )
-            return original(data, metadata, *args, **kwargs)
-
-        return publish
-
-    def _showtraceback(self, etype: Any, evalue: Any, stb: Any) -> None:
-        self.error = {
-            "output_type": "error",
-            "ename": getattr(etype, "__name__", str(etype)),
-            "evalue": str(evalue),
-            "traceback": [str(line) for line in stb] if isinstance(stb, list) else [str(stb)],
-        }
-
-    # installing and removing them
-
-    def _set(self, owner: Any, name: str, value: Any) -> None:
-        self._saved.append((owner, name, owner.__dict__.get(name, _MISSING)))
-        setattr(owner, name, value)
-
-    def __enter__(self) -> OutputCapture:
-        self._saved_streams = (sys.stdout, sys.stderr)
-        sys.stdout = _Tee(sys.stdout, "stdout", self._stream)
-        sys.stderr = _Tee(sys.stderr, "stderr", self._stream)
-        display_pub = getattr(self.shell, "display_pub", None)
-        if display_pub is not None:
-            self._set(display_pub, "publish", self._publish(display_pub.publish))
-        self._set(self.shell, "_showtraceback", self._showtraceback)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        sys.stdout, sys.stderr = self._saved_streams
-        for owner, name, before in reversed(self._saved):
-            if before is _MISSING:
-                with contextlib.suppress(AttributeError):
-                    delattr(owner, name)
-            else:
-                setattr(owner, name, before)
-        self._saved.clear()
-
-    def add_result(self, value: Any) -> None:
-        """Record the cell's result (already shown by the display hook) as an execute_result."""
-        try:
-            data, metadata = self.shell.display_formatter.format(value)
-        except Exception:
-            data, metadata = {"text/plain": repr(value)}, {}
-        self.outputs.append(
-            {
-                "output_type": "execute_result",
-                "data": _json_data(data),
-                "metadata": dict(metadata or {}),
-                "execution_count": None,
-            }
-        )
-
-    def add_exception(self, exc: BaseException) -> None:
-        """Record an exception the shell did not show through ``_showtraceback``."""
-        if self.error is None:
-            self.error = {
-                "output_type": "error",
-                "ename": type(exc).__name__,
-                "evalue": str(exc),
-                "traceback": traceback.format_exception(type(exc), exc, exc.__traceback__),
-            }
-
-
-class _TimeoutGuard:
-    """Send SIGINT to this process if the block is still running when ``timeout`` expires."""
-
-    def __init__(self, timeout: float) -> None:
-        self.timeout = timeout
-        self.fired = False
-        self._running = False
-        self._lock = threading.Lock()
-        self._timer: threading.Timer | None = None
-
-    def start(self) -> None:
-        self._running = True
-        if self.timeout and self.timeout > 0:
-            self._timer = threading.Timer(self.timeout, self._fire)
-            self._timer.daemon = True
-            self._timer.start()
-
-    def _fire(self) -> None:
-        with self._lock:
-            if self._running:
-                self.fired = True
-                os.kill(os.getpid(), signal.SIGINT)
-
-    def finish(self) -> None:
-        with self._lock:
-            self._running = False
-        if self._timer is not None:
-            self._timer.cancel()
-
-
 # --- the workspace -------------------------------------------------------------------------
 
 
@@ -364,14 +166,10 @@ def _inputs(shell: Any) -> list[Any]:
     return entries if isinstance(entries, list) else []
 
 
-def _is_ci_cell(text: str) -> bool:
-    return text.startswith("%%ci") or "run_cell_magic('ci'" in text
-
-
 def current_input_number(shell: Any) -> int | None:
     """The input number of the ``%%ci`` cell running now (None when it is not in the history)."""
     entries = _inputs(shell)
-    if entries and isinstance(entries[-1], str) and _is_ci_cell(entries[-1].strip()):
+    if entries and isinstance(entries[-1], str) and is_ci_cell(entries[-1]):
         return len(entries) - 1
     return None
 
@@ -391,7 +189,7 @@ def history_cells(
         if not isinstance(source, str) or not source.strip():
             continue
         text = source.strip()
-        if _is_ci_cell(text):
+        if is_ci_cell(text):
             if earlier.get(number):
                 blocks.append(_Block(f"generated-{number}", earlier[number], generated=False))
             continue
@@ -416,8 +214,9 @@ class InKernelWorkspace:
         self.last_error: dict[str, dict[str, Any]] = {}
         #: Set when the user interrupted: no further block runs.
         self.stopped = False
-        self._guard: _TimeoutGuard | None = None
-        self._running = False
+        # The blocks' outputs, one cell each (in the order they ran) of a notebook of its own.
+        self._outputs = NotebookOutputs()
+        self._interrupter = Interrupter()
 
     # the generated blocks, for the magic
 
@@ -453,6 +252,9 @@ class InKernelWorkspace:
     async def replace_source(self, cell_id: str, source: str) -> None:
         self._blocks[self._index(cell_id)].source = source
 
+    async def delete_cell(self, cell_id: str) -> None:
+        del self._blocks[self._index(cell_id)]
+
     async def run_cell(self, cell_id: str, timeout: float) -> Execution:
         block = self._blocks[self._index(cell_id)]
         source = block.source
@@ -464,13 +266,17 @@ class InKernelWorkspace:
     async def inspect_variables(self) -> list[Variable]:
         return await self.bridge.call(self.variables)
 
-    async def interrupt(self) -> None:
-        """Stop: no further block runs.
+    async def snapshot_files(self, root: str | None) -> Snapshot | None:
+        return await asyncio.to_thread(_snapshot, root)
 
-        In the kernel the only Stop is the user's own interrupt (SIGINT), which has already
-        reached the running code by the time the loop asks, so no second signal is sent.
+    async def interrupt(self) -> None:
+        """Stop: the block running now is interrupted (it ends ``interrupted``); no other runs.
+
+        The user's own interrupt (SIGINT) has already reached the code it stopped by the time
+        the loop asks; a block is interrupted here only if one is still running.
         """
         self.stopped = True
+        self._interrupter.stop()
 
     # main-thread work
 
@@ -484,22 +290,19 @@ class InKernelWorkspace:
         """Run ``source`` through the shell on this (the main) thread, capturing its outputs."""
         if self.stopped:
             return Execution(cell_id, CellStatus.ABORTED, [])
-        capture = OutputCapture(self.shell)
-        guard = _TimeoutGuard(timeout)
+        cells = self._outputs.nb.cells
+        cells.append(new_code_cell(source, {}))
+        capture = OutputCapture(self.shell, self._outputs, len(cells) - 1)
         result: Any = None
-        interrupted = False
         started = time.monotonic()
         try:
             with capture:
-                self._running = True
-                guard.start()
+                self._interrupter.start(timeout)
                 try:
                     result = self.shell.run_cell(source, store_history=False, silent=False)
                 finally:
-                    self._running = False
-                    guard.finish()
+                    self._interrupter.finish()
         except KeyboardInterrupt as exc:  # arrived outside the user's code
-            interrupted = True
             capture.add_exception(exc)
         duration = time.monotonic() - started
         if result is not None:
@@ -508,20 +311,16 @@ class InKernelWorkspace:
                 capture.add_exception(failure)
             elif result.result is not None:
                 capture.add_result(result.result)
-        outputs = list(capture.outputs)
-        if capture.error is not None:
-            outputs.append(capture.error)
-        ename = capture.error["ename"] if capture.error is not None else None
-        if guard.fired:
-            status = CellStatus.TIMED_OUT
-        elif interrupted or ename == "KeyboardInterrupt":
-            status = CellStatus.ABORTED
+        outputs = self._outputs.finish(cells[-1].outputs)
+        status = classify(
+            "error" if capture.error_name else "ok",
+            capture.error_name,
+            timed_out=self._interrupter.timed_out,
+            interrupted=self._interrupter.stopped,
+        )
+        if status.stopped:
             self.stopped = True
-        elif capture.error is not None:
-            status = CellStatus.ERROR
-        else:
-            status = CellStatus.OK
-        return Execution(cell_id, status, outputs, None, duration)
+        return Execution(cell_id, status, list(outputs), None, duration)
 
     def _index(self, cell_id: str) -> int:
         for index, block in enumerate(self._blocks):
@@ -582,7 +381,7 @@ def run_in_kernel(
         bridge.post(lambda: show(event))
 
     run = AgentRun(request, workspace, model, on_event=on_event)
-    worker = _LoopThread.get()
+    worker = BackgroundLoop.shared()
 
     async def main() -> RunOutcome:
         try:
@@ -621,3 +420,10 @@ __all__ = [
     "history_cells",
     "run_in_kernel",
 ]
+
+
+def _snapshot(root: str | None) -> Snapshot | None:
+    """The files of this process's working folder, read here as a kernel reads them."""
+    scope = snapshot_scope(root)
+    exec(SNAPSHOT_SOURCE, scope)  # noqa: S102 - our own, fixed source
+    return parse_snapshot(repr(scope["result"]))

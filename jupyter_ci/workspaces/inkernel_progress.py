@@ -142,7 +142,7 @@ class TextProgress:
         follow = " — asking for a fix" if more else " — no attempts left"
         if status == "timed_out":
             return f"{what} timed out and was interrupted{follow}"
-        if status == "aborted":
+        if status in ("aborted", "interrupted"):  # in a kernel, every Stop is the user's
             return f"{what} was interrupted by the user; stopping"
         error = self.errors.get(str(event.get("cell_id")), {})
         ename, evalue = error.get("ename", "Error"), error.get("evalue", "")

@@ -5,18 +5,20 @@ jupyter_client (the notebook's kernelspec, else ``python3``; the notebook's fold
 directory, as in JupyterLab), the notebook is an nbformat v4.5 node whose cells all have ids, and
 nothing is written to disk until :meth:`KernelWorkspace.save`, which replaces the file atomically.
 
-Running a cell: the cell's source is sent with ``store_history=True``, ``allow_stdin=False`` and
-``stop_on_error=False``; kernel messages become outputs through
-:class:`~jupyter_ci.workspaces.kernel_exec.ExecutionCollector`. The timeout counts from the moment
-the kernel begins the cell; on expiry the kernel is interrupted if that cell is still the one
-running, and the result is ``timed_out``. A kernel that dies raises
-:class:`~jupyter_ci.errors.KernelDied` within about a second.
+Running a cell is nbclient's ``NotebookClient.async_execute_cell`` with the workspace's own kernel
+manager and client (``store_history=True``, ``stop_on_error=False``, no stdin), its outputs built
+by the one normaliser (:class:`~jupyter_ci.execution.outputs.NotebookOutputs`). What nbclient does
+not do is the thin layer here: the timeout counts from the kernel's ``execute_input`` for the
+cell, not from sending (a cell queued behind another client's is not timed yet); on expiry the
+kernel is interrupted if that cell is still the one running, and the cell ends ``timed_out``. A
+kernel that dies (nbclient notices within about a second) ends the cell ``kernel_died``; Stop's
+interrupts are counted, so a cell they end is ``interrupted``; how a cell ended is decided by
+:func:`~jupyter_ci.execution.status.classify`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
 import logging
 import os
@@ -28,12 +30,15 @@ from typing import Any
 
 import nbformat
 from jupyter_client.manager import AsyncKernelManager
+from nbclient.exceptions import DeadKernelError
 
+from ..agent.files import Snapshot, parse_snapshot, snapshot_expression
 from ..agent.variables import inspection_expression, parse_variables
 from ..agent.workspace import Cell, Execution, Variable
 from ..errors import CellNotFound, InternalError, KernelDied
-from ..execution.status import CellStatus
-from .kernel_exec import DisplayRegistry, ExecutionCollector
+from ..execution.outputs import NotebookOutputs
+from ..execution.status import CellStatus, KernelFate, classify
+from ..vocabulary import constant, is_ci_cell
 from .notebook_file import (
     load_notebook,
     new_cell_id,
@@ -46,19 +51,80 @@ log = logging.getLogger(__name__)
 
 #: Environment variables removed from the kernel's environment by default: jupyter-ci's own key.
 DEFAULT_DROP_ENV = ("JUPYTER_CI_API_KEY",)
-#: How often a waiting workspace checks that the kernel process is alive (seconds).
-ALIVE_POLL = 0.25
-#: How long to wait for the reply of a cell interrupted at its timeout (seconds).
+#: How long to wait for the end of a cell interrupted at its timeout before giving up on it
+#: (seconds): code that ignores the interrupt must not hold the run forever.
 INTERRUPT_GRACE = 10.0
-#: How long to wait for the ``idle`` status once the reply came, or the reply once idle (seconds).
-END_GRACE = 3.0
+#: How long to wait for the reply once the kernel is idle again (seconds): an interrupt that
+#: lands in the kernel's request handler, outside the cell's code, ends the request without one.
+#: The labextension waits as long (the schema's ``ReplyGraceSeconds``).
+END_GRACE = float(constant("ReplyGraceSeconds"))
 #: Timeout of the silent request that inspects variables (seconds).
 INSPECT_TIMEOUT = 30.0
+#: Timeout of the ``kernel_info`` request that describes a new notebook's language (seconds).
+INFO_TIMEOUT = 10.0
 
 
 def skip_ci_cells(cell: Cell) -> bool:
     """Whether :meth:`KernelWorkspace.restore` skips a cell by default: ``%%ci`` magic cells."""
-    return cell.source.lstrip().startswith("%%ci")
+    return is_ci_cell(cell.source)
+
+
+class _CellClient(NotebookOutputs):
+    """nbclient running one cell at a time in the workspace's kernel, with the facts we need.
+
+    It notes when the kernel begins the cell (its ``busy`` status or ``execute_input``, whichever
+    comes first, as the labextension does) and when it is idle again, and keeps the
+    ``execute_reply`` (nbclient's ``on_cell_executed`` hook). nbclient's own timeout is off: ours
+    counts from the start.
+    """
+
+    def __init__(self, nb: nbformat.NotebookNode, km: AsyncKernelManager, kc: Any) -> None:
+        # No tag makes nbclient skip a cell here: the workspace runs the cells it is asked to.
+        super().__init__(nb, km, timeout=None, skip_cells_with_tag="")
+        self.kc = kc
+        self.on_cell_executed = self._keep_reply
+        self.began = asyncio.Event()
+        self.idle = asyncio.Event()
+        self.started_at: float | None = None
+        self.reply: dict[str, Any] | None = None
+        #: Whether we gave up on the execution (see :meth:`give_up`).
+        self.given_up = False
+        self._alive_poller: asyncio.Task[Any] | None = None
+
+    def track(self) -> None:
+        """Start afresh for the next cell."""
+        self.began = asyncio.Event()
+        self.idle = asyncio.Event()
+        self.started_at = None
+        self.reply = None
+        self.given_up = False
+
+    def process_message(self, msg: dict[str, Any], cell: Any, cell_index: int) -> Any:
+        """nbclient's handling, after noting the start and the end of our request."""
+        msg_type = msg["msg_type"]
+        state = msg["content"].get("execution_state") if msg_type == "status" else None
+        if self.started_at is None and (msg_type == "execute_input" or state == "busy"):
+            self.started_at = time.monotonic()
+            self.began.set()
+        if state == "idle":
+            self.idle.set()
+        return super().process_message(msg, cell, cell_index)
+
+    async def _async_poll_kernel_alive(self) -> None:
+        # nbclient stops this poller only when the reply comes; remembered so that a cell we
+        # give up on (see give_up) does not leave it polling until the kernel dies.
+        self._alive_poller = asyncio.current_task()
+        await super()._async_poll_kernel_alive()
+
+    def give_up(self, execution: asyncio.Future[Any]) -> None:
+        """Abandon an execution whose reply will not come (the cell ignored the interrupt)."""
+        self.given_up = True
+        execution.cancel()
+        if self._alive_poller is not None:
+            self._alive_poller.cancel()
+
+    def _keep_reply(self, cell: Any, cell_index: int, execute_reply: dict[str, Any]) -> None:
+        self.reply = execute_reply.get("content") or {}
 
 
 class KernelWorkspace:
@@ -81,8 +147,15 @@ class KernelWorkspace:
         self.notebook = notebook
         self.kernel_manager = kernel_manager
         self.kernel_client = kernel_client
+        # The notebook's cells run through this client; restore() runs copies through the other,
+        # so that the notebook's outputs stay as they are.
+        self._client = _CellClient(notebook, kernel_manager, kernel_client)
+        self._scratch = _CellClient(
+            nbformat.v4.new_notebook(),  # type: ignore[no-untyped-call]
+            kernel_manager,
+            kernel_client,
+        )
         self._lock = asyncio.Lock()
-        self._displays = DisplayRegistry()
         self._interrupts = 0
         self._closed = False
 
@@ -117,6 +190,7 @@ class KernelWorkspace:
         kc = None
         try:
             kc = km.client()
+            kc.allow_stdin = False
             kc.start_channels()
             await kc.wait_for_ready(timeout=startup_timeout)
             workspace = cls(path, notebook, km, kc)
@@ -183,10 +257,12 @@ class KernelWorkspace:
                 continue
             if skip is not None and skip(cell):
                 continue
+            scratch = new_code_cell(cell.source, {})
             async with self._lock:
-                collector, status = await self._execute(cell.source, timeout, DisplayRegistry())
-            executions.append(_execution(cell.id, collector, status))
-            if stop_on_error and status is not CellStatus.OK:
+                self._scratch.nb.cells = [scratch]
+                execution = await self._run(self._scratch, scratch, 0, cell.id, timeout)
+            executions.append(execution)
+            if stop_on_error and execution.status is not CellStatus.OK:
                 break
         return executions
 
@@ -203,12 +279,16 @@ class KernelWorkspace:
         metadata: Mapping[str, Any] | None = None,
     ) -> str:
         """Insert a code cell after ``after_id`` (at the top when None); return its new id."""
-        index = 0 if after_id is None else self._index(after_id) + 1
-        node = new_code_cell(source, copy.deepcopy(dict(metadata or {})))
-        taken = {cell.get("id") for cell in self.notebook.cells}
-        while node.id in taken:
-            node.id = new_cell_id()
-        self.notebook.cells.insert(index, node)
+        # nbclient addresses cells by index (its display ids, the cell it writes back at the
+        # end of an execution): no cell moves while one runs, and the display ids move along.
+        async with self._lock:
+            index = 0 if after_id is None else self._index(after_id) + 1
+            node = new_code_cell(source, copy.deepcopy(dict(metadata or {})))
+            taken = {cell.get("id") for cell in self.notebook.cells}
+            while node.id in taken:
+                node.id = new_cell_id()
+            self.notebook.cells.insert(index, node)
+            self._client.cell_inserted(index)
         return str(node.id)
 
     async def append_source(self, cell_id: str, text: str) -> None:
@@ -220,56 +300,70 @@ class KernelWorkspace:
         """Replace the cell's source; its outputs stay until it runs again."""
         self.notebook.cells[self._index(cell_id)].source = source
 
+    async def delete_cell(self, cell_id: str) -> None:
+        """Delete the cell (under the lock: no cell moves while one runs)."""
+        async with self._lock:
+            index = self._index(cell_id)
+            del self.notebook.cells[index]
+            self._client.cell_deleted(index)
+
     async def run_cell(self, cell_id: str, timeout: float) -> Execution:
         """Run the code cell and store its outputs and execution count in the notebook.
 
-        ``timeout`` seconds (0 = none) count from when the kernel begins the cell. Raises
-        :class:`KernelDied` if the kernel dies meanwhile (the outputs so far are kept).
+        ``timeout`` seconds (0 = none) count from when the kernel begins the cell. A kernel
+        that dies meanwhile (or is dead already) ends the cell ``kernel_died``; the outputs so
+        far are kept.
         """
-        node = self.notebook.cells[self._index(cell_id)]
-        if node.cell_type != "code":
-            raise InternalError(f"Cell {cell_id!r} is a {node.cell_type} cell; only code runs.")
         async with self._lock:
-            self._displays.forget(node.outputs)
-            node.outputs = []
-            node.execution_count = None
-            collector, interrupts = await self._send(node.source, self._displays)
-            try:
-                timed_out = await self._wait(collector, timeout)
-            finally:
-                # The very output dicts: the display registry updates them in place later.
-                node.outputs = collector.outputs()
-                node.execution_count = collector.execution_count
-            interrupted = self._interrupts > interrupts
-            status = collector.status(timed_out=timed_out, interrupted=interrupted)
-        return _execution(cell_id, collector, status, outputs=node.outputs)
+            index = self._index(cell_id)
+            node = self.notebook.cells[index]
+            if node.cell_type != "code":
+                raise InternalError(f"Cell {cell_id!r} is a {node.cell_type} cell; only code runs.")
+            return await self._run(self._client, node, index, cell_id, timeout)
 
     async def inspect_variables(self) -> list[Variable]:
         """The user's variables, from a silent request that leaves no trace in the kernel.
 
         A kernel that cannot evaluate the expression (not a Python kernel) gives no variables,
-        with a warning in the log.
+        with a warning in the log. Raises :class:`KernelDied` if the kernel is gone.
         """
-        expressions = {"variables": inspection_expression()}
-        async with self._lock:
-            collector, status = await self._execute(
-                "", INSPECT_TIMEOUT, DisplayRegistry(), silent=True, user_expressions=expressions
-            )
-        result = ((collector.reply or {}).get("user_expressions") or {}).get("variables") or {}
-        if status is not CellStatus.OK or result.get("status") != "ok":
-            log.warning(
-                "The kernel could not list its variables (%s).",
-                result.get("ename") or status.value,
-            )
+        text = await self._evaluate(inspection_expression(), "list its variables")
+        if text is None:
             return []
         try:
-            return parse_variables(str(result.get("data", {}).get("text/plain", "")))
+            return parse_variables(text)
         except ValueError as error:
             log.warning("%s", error)
             return []
 
+    async def snapshot_files(self, root: str | None) -> Snapshot | None:
+        """The kernel's working folder's files (see :mod:`jupyter_ci.agent.files`)."""
+        text = await self._evaluate(snapshot_expression(root), "list its files")
+        return None if text is None else parse_snapshot(text)
+
+    async def _evaluate(self, expression: str, what: str) -> str | None:
+        """The text/plain value of ``expression``, from a silent request that leaves no trace
+        in the kernel; None (and a warning saying it could not ``what``) when it raised."""
+        async with self._lock:
+            await self._check_alive()
+            msg_id = self.kernel_client.execute(
+                "",
+                silent=True,
+                store_history=False,
+                user_expressions={"value": expression},
+                stop_on_error=False,
+            )
+            reply = await self._reply(msg_id, INSPECT_TIMEOUT)
+        content = (reply or {}).get("content") or {}
+        result = (content.get("user_expressions") or {}).get("value") or {}
+        if content.get("status") != "ok" or result.get("status") != "ok":
+            reason = result.get("ename") or content.get("ename") or "no reply"
+            log.warning("The kernel could not %s (%s).", what, reason)
+            return None
+        return str(result.get("data", {}).get("text/plain", ""))
+
     async def interrupt(self) -> None:
-        """Interrupt the kernel (Stop). A cell it stops ends ``aborted``, not ``error``."""
+        """Interrupt the kernel (Stop): a cell it stops ends ``interrupted``."""
         self._interrupts += 1
         await self.kernel_manager.interrupt_kernel()
 
@@ -282,104 +376,101 @@ class KernelWorkspace:
         raise CellNotFound(cell_id)
 
     async def _check_alive(self) -> None:
+        if self._closed:
+            raise InternalError("The workspace is closed.")
         if not await self.kernel_manager.is_alive():
             raise KernelDied("The kernel process has exited.")
 
-    async def _send(
-        self,
-        code: str,
-        displays: DisplayRegistry,
-        *,
-        silent: bool = False,
-        user_expressions: dict[str, str] | None = None,
-    ) -> tuple[ExecutionCollector, int]:
-        """Send one execute request; return its collector and the interrupt count at sending."""
+    async def _run(
+        self, client: _CellClient, node: Any, index: int, cell_id: str, timeout: float
+    ) -> Execution:
+        """Run ``node`` (at ``index`` of ``client``'s notebook) and classify how it ended."""
         if self._closed:
             raise InternalError("The workspace is closed.")
-        await self._check_alive()
+        if not await self.kernel_manager.is_alive():
+            return Execution(cell_id, classify(None, kernel=KernelFate.DIED), [])
+        node.outputs = []
+        node.execution_count = None
+        if not node.source.strip():
+            # nbclient does not send empty cells to the kernel, nor does JupyterLab.
+            return Execution(cell_id, CellStatus.OK, [], None, 0.0)
+        client.track()
+        client.begin(index)
         interrupts = self._interrupts
-        msg_id = self.kernel_client.execute(
-            code,
-            silent=silent,
-            store_history=not silent,
-            user_expressions=user_expressions,
-            allow_stdin=False,
-            stop_on_error=False,
+        execution = asyncio.ensure_future(client.async_execute_cell(node, index))
+        timed_out, fate = False, KernelFate.ALIVE
+        try:
+            timed_out = await self._wait(client, execution, timeout)
+            await execution
+        except DeadKernelError:
+            # nbclient says so for an execution we cancelled too.
+            if not client.given_up:
+                fate = KernelFate.DIED
+        except asyncio.CancelledError:
+            if not client.given_up:
+                raise  # our caller was cancelled, not a cell we gave up on
+        finally:
+            if not execution.done():
+                client.give_up(execution)
+        started = client.started_at
+        duration = None if started is None else max(0.0, time.monotonic() - started)
+        outputs = client.finish(node.outputs, client.reply)
+        reply = client.reply or {}
+        error_name = next(
+            (out.get("ename") for out in outputs if out.get("output_type") == "error"),
+            reply.get("ename"),
         )
-        return ExecutionCollector(msg_id, displays=displays), interrupts
-
-    async def _execute(
-        self,
-        code: str,
-        timeout: float,
-        displays: DisplayRegistry,
-        *,
-        silent: bool = False,
-        user_expressions: dict[str, str] | None = None,
-    ) -> tuple[ExecutionCollector, CellStatus]:
-        """Send one execute request and wait for it; the caller holds the lock."""
-        collector, interrupts = await self._send(
-            code, displays, silent=silent, user_expressions=user_expressions
+        status = classify(
+            reply.get("status"),
+            error_name,
+            timed_out=timed_out,
+            interrupted=self._interrupts > interrupts,
+            kernel=fate,
         )
-        timed_out = await self._wait(collector, timeout)
-        status = collector.status(timed_out=timed_out, interrupted=self._interrupts > interrupts)
-        return collector, status
+        # The notebook keeps the very output dicts (display updates rewrite them later); the
+        # execution gets a copy.
+        kept: list[dict[str, Any]] = list(outputs)
+        return Execution(cell_id, status, copy.deepcopy(kept), node.execution_count, duration)
 
-    async def _wait(self, collector: ExecutionCollector, timeout: float) -> bool:
-        """Feed kernel messages to ``collector`` until it is done; return whether it timed out.
+    async def _wait(
+        self, client: _CellClient, execution: asyncio.Future[Any], timeout: float
+    ) -> bool:
+        """Wait for the cell to end; return whether it timed out.
 
-        Interrupts the kernel when the timeout (counted from the kernel beginning the request)
-        expires while the request is still running; then waits at most ``INTERRUPT_GRACE`` for
-        its reply. Checks every ``ALIVE_POLL`` seconds that the kernel lives.
+        ``timeout`` (0: none) counts from the cell's start; on expiry the kernel is interrupted
+        if the cell is still running, and the cell gets ``INTERRUPT_GRACE`` seconds to end. Once
+        the kernel is idle again, the reply gets ``END_GRACE`` seconds. An execution that ends in
+        neither is given up on.
         """
         timed_out = False
-        give_up_at: float | None = None
-        next_alive_check = time.monotonic() + ALIVE_POLL
-        readers: dict[str, asyncio.Future[Any]] = {}
-        try:
-            while not collector.done:
-                now = time.monotonic()
-                if not timed_out and collector.expired(timeout, now):
-                    timed_out = True
-                    await self.kernel_manager.interrupt_kernel()
-                    give_up_at = time.monotonic() + INTERRUPT_GRACE
-                    continue
-                running = not timed_out and collector.running
-                deadline = collector.deadline(timeout) if running else None
-                if (collector.replied or collector.idle) and give_up_at is None:
-                    # The other half (idle, or the reply) follows at once; do not hang if not.
-                    give_up_at = now + END_GRACE
-                if give_up_at is not None and now >= give_up_at:
-                    break
-                if now >= next_alive_check:
-                    await self._check_alive()
-                    next_alive_check = time.monotonic() + ALIVE_POLL
-                wake = min(t for t in (deadline, give_up_at, next_alive_check) if t is not None)
-                await self._read(readers, collector, max(0.0, wake - time.monotonic()))
-        finally:
-            for reader in readers.values():
-                reader.cancel()
+        if timeout > 0:
+            await _first(execution, client.began)
+            started = client.started_at if client.started_at is not None else time.monotonic()
+            await _first(execution, client.idle, max(0.0, started + timeout - time.monotonic()))
+            if not execution.done() and not client.idle.is_set():
+                timed_out = True
+                await self.kernel_manager.interrupt_kernel()
+                await _first(execution, client.idle, INTERRUPT_GRACE)
+                if not execution.done() and not client.idle.is_set():
+                    log.warning("A cell interrupted at its timeout did not stop; giving up on it.")
+                    client.give_up(execution)
+                    return timed_out
+        await _first(execution, client.idle)
+        if not execution.done():
+            await _first(execution, None, END_GRACE)
+        if not execution.done():
+            log.warning("The kernel ended a cell without replying; going on without the reply.")
+            client.give_up(execution)
         return timed_out
 
-    async def _read(
-        self, readers: dict[str, asyncio.Future[Any]], collector: ExecutionCollector, wait: float
-    ) -> None:
-        """Wait up to ``wait`` seconds for iopub or shell messages and feed what came."""
-        if "iopub" not in readers:
-            readers["iopub"] = asyncio.ensure_future(self.kernel_client.get_iopub_msg())
-        if "shell" not in readers:
-            readers["shell"] = asyncio.ensure_future(self.kernel_client.get_shell_msg())
-        done, _ = await asyncio.wait(
-            readers.values(), timeout=wait, return_when=asyncio.FIRST_COMPLETED
-        )
-        # iopub first: outputs that came with the reply belong before the end.
-        for channel in ("iopub", "shell"):
-            if readers[channel] in done:
-                msg = readers.pop(channel).result()
-                if channel == "iopub":
-                    collector.feed_iopub(msg)
-                else:
-                    collector.feed_shell(msg)
+    async def _reply(self, msg_id: str, timeout: float) -> dict[str, Any] | None:
+        """The shell reply to ``msg_id`` (None if none came in time); KernelDied if it died."""
+        try:
+            return await asyncio.wait_for(self._client.async_wait_for_reply(msg_id), timeout)
+        except asyncio.TimeoutError:
+            return None
+        except DeadKernelError:
+            raise KernelDied("The kernel process has exited.") from None
 
     async def _describe_kernel(self) -> None:
         """Fill the notebook's kernelspec and language_info metadata where they are missing."""
@@ -393,16 +484,24 @@ class KernelWorkspace:
             }
         if metadata.get("language_info"):
             return
-        msg_id = self.kernel_client.kernel_info()
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            with contextlib.suppress(Exception):
-                reply = await self.kernel_client.get_shell_msg(timeout=1)
-                if (reply.get("parent_header") or {}).get("msg_id") == msg_id:
-                    info = reply.get("content", {}).get("language_info")
-                    if isinstance(info, dict) and info.get("name"):
-                        metadata["language_info"] = info
-                    return
+        reply = await self._reply(self.kernel_client.kernel_info(), INFO_TIMEOUT)
+        info = ((reply or {}).get("content") or {}).get("language_info")
+        if isinstance(info, dict) and info.get("name"):
+            metadata["language_info"] = info
+
+
+async def _first(
+    execution: asyncio.Future[Any], event: asyncio.Event | None, timeout: float | None = None
+) -> None:
+    """Wait until ``execution`` is done, or ``event`` is set, or ``timeout`` seconds passed."""
+    waiting: set[asyncio.Future[Any]] = {execution}
+    if event is not None:
+        waiting.add(asyncio.ensure_future(event.wait()))
+    try:
+        await asyncio.wait(waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiting - {execution}:
+            waiter.cancel()
 
 
 def _cell(node: nbformat.NotebookNode) -> Cell:
@@ -414,20 +513,4 @@ def _cell(node: nbformat.NotebookNode) -> Cell:
         outputs=copy.deepcopy(list(outputs)) if outputs else [],
         execution_count=node.get("execution_count"),
         metadata=copy.deepcopy(dict(node.get("metadata", {}))),
-    )
-
-
-def _execution(
-    cell_id: str,
-    collector: ExecutionCollector,
-    status: CellStatus,
-    *,
-    outputs: list[dict[str, Any]] | None = None,
-) -> Execution:
-    return Execution(
-        cell_id=cell_id,
-        status=status,
-        outputs=copy.deepcopy(outputs if outputs is not None else collector.outputs()),
-        execution_count=collector.execution_count,
-        duration=collector.duration,
     )

@@ -160,7 +160,7 @@ export class NotebookBridge implements IDisposable {
       }
       case 'run_cell':
         return this._run(call, timing);
-      case 'inspect_variables': {
+      case 'evaluate': {
         const text = await evaluateExpression(
           Private.kernelOf(panel),
           call.expression

@@ -6,6 +6,7 @@ import type { JSONObject } from '@lumino/coreutils';
 
 import {
   CELL_METADATA_KEY as METADATA_KEY,
+  REPLY_GRACE_SECONDS,
   RESUME_METADATA_KEY
 } from './protocol';
 import type { ReplyStatus } from './protocol';
@@ -32,7 +33,8 @@ export class CallError extends Error {
 export interface IExecution {
   /**
    * The execute_reply's status; null when no reply came for our request (the
-   * user ran the cell again over ours).
+   * user ran the cell again over ours, or the kernel went idle and replied
+   * not within the protocol's `ReplyGraceSeconds`).
    */
   replyStatus: ReplyStatus | null;
   /**
@@ -110,21 +112,37 @@ export async function executeCell(
     Private.requestMetadata(cell)
   );
   let startedAt: number | null = null;
-  future.registerMessageHook(msg => {
-    const type = msg.header.msg_type;
-    const busy =
-      type === 'status' &&
-      (msg.content as { execution_state?: string }).execution_state === 'busy';
-    if (startedAt === null && (type === 'execute_input' || busy)) {
-      startedAt = Private.epochSeconds(msg.header.date);
-      onStarted(startedAt);
-    }
-    return true;
+  // An interrupt that lands in the kernel's request handler, outside the
+  // cell's code, ends the request (idle) without a reply: wait for it no
+  // longer than the protocol's grace, as the server's workspaces do.
+  let graceTimer: number | undefined;
+  const replyless = new Promise<null>(resolve => {
+    future.registerMessageHook(msg => {
+      const type = msg.header.msg_type;
+      const state =
+        type === 'status'
+          ? (msg.content as { execution_state?: string }).execution_state
+          : undefined;
+      if (
+        startedAt === null &&
+        (type === 'execute_input' || state === 'busy')
+      ) {
+        startedAt = Private.epochSeconds(msg.header.date);
+        onStarted(startedAt);
+      }
+      if (state === 'idle' && graceTimer === undefined) {
+        graceTimer = window.setTimeout(
+          () => resolve(null),
+          REPLY_GRACE_SECONDS * 1000
+        );
+      }
+      return true;
+    });
   });
   cell.outputArea.future = future;
-  let reply: KernelMessage.IExecuteReplyMsg;
+  let reply: KernelMessage.IExecuteReplyMsg | null;
   try {
-    reply = await future.done;
+    reply = await Promise.race([future.done, replyless]);
   } catch {
     const error = watch.failure(isClosed());
     if (!cell.isDisposed) {
@@ -136,7 +154,16 @@ export async function executeCell(
     // The user ran the cell again over ours: no reply will come for our request.
     return Private.result(null, cell, null, startedAt, null);
   } finally {
+    window.clearTimeout(graceTimer);
     watch.dispose();
+  }
+  if (reply === null) {
+    // The kernel went idle without replying: the server classifies the
+    // missing reply (an aborted cell).
+    if (!cell.isDisposed) {
+      model.executionState = 'idle';
+    }
+    return Private.result(null, cell, null, startedAt, null);
   }
   const content = reply.content;
   const count =

@@ -135,6 +135,14 @@ export type ResumeMetadataKey = 'jupyter_ci_resume';
 export type CellMetadataKey = 'jupyter_ci';
 
 /**
+ * How long a frontend or workspace waits for an execute_reply once the kernel
+ * is idle again after the request (seconds): an interrupt that lands in the
+ * kernel's request handler, outside the cell's code, ends the request without a
+ * reply, and the cell then ends aborted.
+ */
+export type ReplyGraceSeconds = 3;
+
+/**
  * An error as users and programs see it: a stable code, a message and what to
  * do.
  */
@@ -191,7 +199,7 @@ export interface ICellInfo {
 
 /**
  * A variable in the kernel, summarised cheaply: the shape of each entry of the
- * JSON that inspect_variables returns as text.
+ * JSON that the variables' inspection expression evaluates to.
  */
 export interface IVariableInfo {
   name: string;
@@ -473,8 +481,8 @@ export interface IRunCellCall extends ICallBase {
  * empty, silent execute request (no history, no execution count, no change to
  * the user's namespace) and reply with its text/plain value as text.
  */
-export interface IInspectVariablesCall extends ICallBase {
-  method: 'inspect_variables';
+export interface IEvaluateCall extends ICallBase {
+  method: 'evaluate';
   expression: string;
 }
 
@@ -492,13 +500,13 @@ export type Call =
   | IReplaceSourceCall
   | IDeleteCellCall
   | IRunCellCall
-  | IInspectVariablesCall
+  | IEvaluateCall
   | IInterruptCall;
 
 /**
  * The browser's successful reply to a call. Which fields are set depends on the
  * method: read_cells → cells; insert_cell → cell_id; run_cell → execution
- * fields; inspect_variables → text.
+ * fields; evaluate → text.
  */
 export interface ICallResult {
   call_id: string;
@@ -526,8 +534,7 @@ export interface ICallResult {
    */
   truncated?: boolean;
   /**
-   * inspect_variables: the expression's text/plain value (JSON made by
-   * jupyter-ci's inspection code).
+   * evaluate: the expression's text/plain value ('' when it raised).
    */
   text?: string;
 }
@@ -958,6 +965,7 @@ export interface IProtocolDefinitions {
   HeldBackErrorName: HeldBackErrorName;
   ResumeMetadataKey: ResumeMetadataKey;
   CellMetadataKey: CellMetadataKey;
+  ReplyGraceSeconds: ReplyGraceSeconds;
   ErrorInfo: IErrorInfo;
   Usage: IUsage;
   Output: IOutput;
@@ -986,7 +994,7 @@ export interface IProtocolDefinitions {
   ReplaceSourceCall: IReplaceSourceCall;
   DeleteCellCall: IDeleteCellCall;
   RunCellCall: IRunCellCall;
-  InspectVariablesCall: IInspectVariablesCall;
+  EvaluateCall: IEvaluateCall;
   InterruptCall: IInterruptCall;
   Call: Call;
   CallResult: ICallResult;
@@ -1174,3 +1182,11 @@ export const RESUME_METADATA_KEY: ResumeMetadataKey = 'jupyter_ci_resume';
  * hint on a generated cell ({run_id, ...}).
  */
 export const CELL_METADATA_KEY: CellMetadataKey = 'jupyter_ci';
+
+/**
+ * How long a frontend or workspace waits for an execute_reply once the kernel
+ * is idle again after the request (seconds): an interrupt that lands in the
+ * kernel's request handler, outside the cell's code, ends the request without a
+ * reply, and the cell then ends aborted.
+ */
+export const REPLY_GRACE_SECONDS: ReplyGraceSeconds = 3;

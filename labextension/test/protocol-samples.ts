@@ -94,6 +94,7 @@ export const VALID: ISample[] = [
   valid('HeldBackErrorName', 'JupyterCIHeldBack'),
   valid('ResumeMetadataKey', 'jupyter_ci_resume'),
   valid('CellMetadataKey', 'jupyter_ci'),
+  valid('ReplyGraceSeconds', 3),
   valid('ErrorInfo', { code: 'kernel_dead', message: 'The kernel died.' }),
   valid('Usage', { ...usage, cost: 0.0012 }),
   valid('Output', stream),
@@ -227,7 +228,7 @@ export const VALID: ISample[] = [
     source: 'print(1)'
   }),
   valid('Call', { ...call, method: 'run_cell', cell_id: 'c2' }),
-  valid('Call', { ...call, method: 'inspect_variables', expression: '1' }),
+  valid('Call', { ...call, method: 'evaluate', expression: '1' }),
   valid('Call', { ...call, method: 'interrupt' }),
 
   // CallReply: both members, and a progress note.

@@ -12,6 +12,7 @@ import json
 import re
 from typing import Any
 
+from jupyter_ci.agent.cells import UNFINISHED_NOTE
 from jupyter_ci.testing import Reply, ScriptedModelServer
 
 from .lab import Lab
@@ -27,6 +28,7 @@ from .notebooks import (
     open_notebook,
     panel,
     run_all,
+    run_cell,
     status_of,
     text_of,
     wait_for_status,
@@ -162,6 +164,64 @@ def test_stop_during_a_long_cell(
     assert stop.is_hidden()
     shown = panel(page, path).locator('[data-testid="jupyter-ci-status-output"]').inner_text()
     assert "stopped by the user" in shown
+    assert model_context.jupyter_ci_errors == []
+
+
+def test_stop_while_code_streams_leaves_the_cell_commented_out(
+    model_context: Any, model_lab: Lab, model: ScriptedModelServer
+) -> None:
+    code = "\n".join(f"value_{i} = {i}" for i in range(300))
+    model.set_script([Reply.code(code, delay=0.05)])
+    path = write_notebook(model_lab, ["%load_ext jupyter_ci", "%%ci count slowly"])
+    page = model_context.new_page()
+    open_lab_app(page, model_lab)
+    open_notebook(page, path)
+
+    run_all(page, path)
+    streaming = panel(page, path).locator(".jp-Cell.jp-jupyter-ci-streaming")
+    streaming.first.wait_for(state="visible", timeout=60_000)
+    wait_until(lambda: "value_1 = 1" in cells(page, path)[2]["source"], 30, "code to stream")
+    panel(page, path).locator('[data-testid="jupyter-ci-stop"]').click()
+    status = wait_for_status(page, path, 1, TERMINAL)
+    assert (status["state"], status["reason"]) == ("stopped", "user"), dump(page, path)
+    lines = cells(page, path)[2]["source"].splitlines()
+    assert lines[0] == UNFINISHED_NOTE, dump(page, path)
+    assert lines[1] == "# value_0 = 0"
+    assert all(line.startswith("#") for line in lines)
+    assert len(lines) < 301
+    # No longer written to: editable, and it never ran.
+    streaming.first.wait_for(state="detached", timeout=30_000)
+    editor = panel(page, path).locator(".jp-Notebook .jp-Cell").nth(2).locator(".cm-content")
+    assert editor.get_attribute("aria-readonly") != "true"
+    assert cells(page, path)[2]["outputs"] == []
+    assert model_context.jupyter_ci_errors == []
+
+
+def test_a_request_the_kernel_ends_without_a_reply_ends_the_run_and_the_next_works(
+    model_context: Any, model_lab: Lab, model: ScriptedModelServer
+) -> None:
+    # The kernel cannot send this cell's reply (a payload that is not JSON): it goes idle without
+    # one, as when an interrupt lands outside the cell's code. The tab must not wait for ever.
+    unsendable = "get_ipython().payload_manager.write_payload({'source': 'x', 'data': object()})"
+    model.set_script(
+        [Reply.code(unsendable), Reply.code("print('next ran')"), Reply.text("It ran.")]
+    )
+    path = write_notebook(model_lab, ["%load_ext jupyter_ci", "%%ci first", "%%ci second"])
+    page = model_context.new_page()
+    open_lab_app(page, model_lab)
+    open_notebook(page, path)
+
+    run_cell(page, path, 0)
+    run_cell(page, path, 1)
+    status = wait_for_status(page, path, 1, TERMINAL)
+    # A cell that ends without the kernel's reply counts as stopped (nothing more to fix).
+    assert status["state"] == "stopped", dump(page, path)
+    assert len(model.chat_requests) == 1
+    # The user's next request runs as usual in the same kernel.
+    run_cell(page, path, 3)
+    status = wait_for_status(page, path, 3, TERMINAL)
+    assert status["state"] == "done", dump(page, path)
+    assert "next ran" in text_of(cells(page, path)[4]["outputs"])
     assert model_context.jupyter_ci_errors == []
 
 

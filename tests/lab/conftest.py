@@ -59,7 +59,10 @@ def start_kernel(jp_serverapp: Any) -> Callable[[], Awaitable[str]]:
     """Start a kernel through the server's kernel manager (as the notebook's session does)."""
 
     async def start() -> str:
-        kernel_id: str = await jp_serverapp.kernel_manager.start_kernel(kernel_name="python3")
+        # path "" starts it in the server's root folder (the test's own), not pytest's.
+        kernel_id: str = await jp_serverapp.kernel_manager.start_kernel(
+            kernel_name="python3", path=""
+        )
         return kernel_id
 
     return start

@@ -93,13 +93,25 @@ async def test_a_tab_that_stays_away_stops_its_run(
     assert (record.state, record.reason) == ("stopped", "disconnected")
 
 
-async def test_a_kernel_restart_mid_run_stops_it_without_replaying(
+@pytest.mark.parametrize(
+    ("method", "action", "reason", "words"),
+    [
+        ("POST", "restart", "kernel_restarted", "restarted"),
+        ("DELETE", None, "kernel_shutdown", "shut down"),
+    ],
+)
+async def test_a_kernel_restarted_or_shut_down_mid_cell_is_recorded_as_such(
     app: JupyterCIServer,
-    jp_serverapp: Any,
+    jp_fetch: Any,
     model_server: ScriptedModelServer,
     start_kernel: KernelStarter,
     tab_factory: TabFactory,
+    method: str,
+    action: str | None,
+    reason: str,
+    words: str,
 ) -> None:
+    """Through the server's REST API, as JupyterLab's Restart and Shut Down do."""
     model_server.set_script([Reply.code("import time\ntime.sleep(30)"), Reply.text("never")])
     kernel_id = await start_kernel()
     tab = tab_factory()
@@ -108,10 +120,16 @@ async def test_a_kernel_restart_mid_run_stops_it_without_replaying(
     reply = await tab.request(start_request("a.ipynb", kernel_id, "wait"))
     run_id = reply["run_id"]
     await tab.wait_until(lambda: len(tab.started_cells) == 1)
-    await jp_serverapp.kernel_manager.restart_kernel(kernel_id)
+    path = ("api", "kernels", kernel_id, *([action] if action else []))
+    await jp_fetch(*path, method=method, **({"body": ""} if method == "POST" else {}))
     end = await tab.wait_for_event(finished, run_id, timeout=60)
-    assert (end["state"], end["reason"]) == ("stopped", "kernel_restarted")
-    assert "restarted" in end["error"]["message"]
+    assert (end["state"], end["reason"]) == ("stopped", reason)
+    assert words in end["error"]["message"]
+    [cell_end] = [e for e in tab.events(run_id) if e["type"] == "execution_finished"]
+    assert cell_end["status"] == reason  # the cell ended with its kernel, said so
+    record = await app.store.run(run_id)
+    assert record is not None
+    assert (record.state, record.reason) == ("stopped", reason)
     run_cells = [m for m in tab.received if m.get("method") == "run_cell"]
     assert len(run_cells) == 1  # nothing was replayed
     assert len(model_server.chat_requests) == 1

@@ -467,3 +467,22 @@ async def test_rerunning_a_magic_cell_whose_request_failed_asks_again(
     assert end["state"] == "done"
     assert failed[0] not in [c["id"] for c in notebook.cells]
     assert notebook.sources()[1:] == ["c = 3"]
+
+
+async def test_the_tab_hears_which_files_the_run_wrote(
+    app: JupyterCIServer,
+    model_server: ScriptedModelServer,
+    start_kernel: KernelStarter,
+    tab_factory: TabFactory,
+) -> None:
+    model_server.set_script(
+        [Reply.code("open('made_by_the_run.txt', 'w').write('hello')"), Reply.text("Written.")]
+    )
+    kernel_id = await start_kernel()
+    tab = await open_tab(tab_factory, kernel_id)
+    reply = await tab.request(start_request("a.ipynb", kernel_id, "write a file"))
+    run_id = reply["run_id"]
+    event = await tab.wait_for_event(lambda e: e["type"] == "files", run_id, timeout=120)
+    assert event["files"] == [{"path": "made_by_the_run.txt", "change": "created", "size": 5}]
+    end = await tab.wait_for_event(finished, run_id, timeout=60)
+    assert end["state"] == "done", end

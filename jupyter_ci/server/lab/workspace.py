@@ -19,6 +19,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
+from ...agent.files import Snapshot, parse_snapshot, snapshot_expression
 from ...agent.variables import inspection_expression, parse_variables
 from ...agent.workspace import Cell, Execution, Variable
 from ...errors import InternalError, JupyterCIError, KernelDied, NotebookUnavailable
@@ -170,19 +171,28 @@ class LabWorkspace:
 
     async def inspect_variables(self) -> list[Variable]:
         """The user's variables, from a silent request the tab sends to the kernel."""
-        try:
-            reply = await self._call("inspect_variables", {"expression": inspection_expression()})
-        except (NotebookUnavailable, KernelDied):
-            raise
-        except JupyterCIError:
-            return []
-        text = reply.get("text")
-        if not isinstance(text, str) or not text:
+        text = await self._evaluate(inspection_expression())
+        if not text:
             return []
         try:
             return parse_variables(text)
         except ValueError:
             return []
+
+    async def snapshot_files(self, root: str | None) -> Snapshot | None:
+        """The kernel's working folder's files, from a silent request the tab sends."""
+        return parse_snapshot(await self._evaluate(snapshot_expression(root)))
+
+    async def _evaluate(self, expression: str) -> str:
+        """The text/plain value of ``expression`` in the kernel ('' when it could not be had)."""
+        try:
+            reply = await self._call("evaluate", {"expression": expression})
+        except (NotebookUnavailable, KernelDied):
+            raise
+        except JupyterCIError:
+            return ""
+        text = reply.get("text")
+        return text if isinstance(text, str) else ""
 
     async def interrupt(self) -> None:
         """Interrupt the kernel (Stop): through the server's kernel manager when it can."""

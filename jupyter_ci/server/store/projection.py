@@ -209,10 +209,21 @@ def _on_finished(
     )
 
 
+def _on_cell_deleted(
+    conn: sqlite3.Connection, run_id: str, _conv: str, event: dict[str, Any], _when: float
+) -> None:
+    # A cell the run stopped writing before any code came: gone from the notebook and the record.
+    conn.execute(
+        "DELETE FROM run_cells WHERE run_id = ? AND cell_id = ?",
+        (run_id, str(event.get("cell_id", ""))),
+    )
+
+
 _EFFECTS: dict[str, Callable[[sqlite3.Connection, str, str, dict[str, Any], float], None]] = {
     "state": _on_state,
     "cell_inserted": _on_cell_inserted,
     "cell_updated": _on_cell_updated,
+    "cell_deleted": _on_cell_deleted,
     "attempt": _on_attempt,
     "execution_finished": _on_execution_finished,
     "message": _on_message,

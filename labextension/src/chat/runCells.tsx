@@ -112,9 +112,9 @@ function RunCell(props: {
         </span>
       </div>
       {writing !== null || source ? (
-        // The streaming text is the model's Markdown (its fence included).
+        // The streaming text is the code alone (the fence lines are not code).
         <Markdown
-          text={writing ?? Private.fenced(source)}
+          text={Private.fenced(writing ?? source)}
           rendermime={rendermime}
         />
       ) : null}

@@ -43,8 +43,8 @@ export interface IRunCell {
 }
 
 /**
- * Code the model is writing now: its text as streamed (the model's own
- * Markdown, fence included), for the cell `cellId` (null until the cell is
+ * Code the model is writing now: the code as streamed (without the
+ * Markdown fence around it), for the cell `cellId` (null until the cell is
  * known: a new cell before it is inserted, another proposal, a fix of the
  * user's cell).
  */
@@ -200,6 +200,16 @@ export function applyEvent(
       }
       break;
     }
+    case 'cell_deleted':
+      // The model stopped before any code of this cell came: it is gone.
+      next.cells = next.cells.filter(cell => cell.cellId !== event.cell_id);
+      if (next.proposal?.cellId === event.cell_id) {
+        next.proposal = null;
+      }
+      if (next.writing?.cellId === event.cell_id) {
+        next.writing = null;
+      }
+      break;
     case 'token':
       if (event.part === 'code') {
         next.writing = {
