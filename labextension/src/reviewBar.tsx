@@ -58,27 +58,21 @@ export class ReviewBar extends ReactWidget {
           {words.title}
           {busy ? ` (${busy})` : ''}
         </span>
-        <ReviewButton
-          word={run}
-          kind="run"
-          testid="jupyter-ci-cell-review-run"
-          disabled={busy !== null}
-          onClick={onRun}
-        />
-        <ReviewButton
-          word={words.edit}
-          kind="edit"
-          testid="jupyter-ci-cell-review-edit"
-          disabled={busy !== null}
-          onClick={onEdit}
-        />
-        <ReviewButton
-          word={words.reject}
-          kind="reject"
-          testid="jupyter-ci-cell-review-reject"
-          disabled={busy !== null}
-          onClick={onReject}
-        />
+        {(
+          [
+            ['run', run, onRun],
+            ['edit', words.edit, onEdit],
+            ['reject', words.reject, onReject]
+          ] as const
+        ).map(([kind, word, onClick]) => (
+          <ReviewButton
+            key={kind}
+            word={word}
+            kind={kind}
+            disabled={busy !== null}
+            onClick={onClick}
+          />
+        ))}
       </>
     );
   }
@@ -94,16 +88,15 @@ export class ReviewBar extends ReactWidget {
 function ReviewButton(props: {
   word: IWord;
   kind: 'run' | 'edit' | 'reject';
-  testid: string;
   disabled: boolean;
   onClick: () => void;
 }): React.ReactElement {
-  const { word, kind, testid, disabled, onClick } = props;
+  const { word, kind, disabled, onClick } = props;
   return (
     <Button
       small
       className={`jp-jupyter-ci-ReviewBar-button jp-jupyter-ci-ReviewBar-${kind}`}
-      data-testid={testid}
+      data-testid={`jupyter-ci-cell-review-${kind}`}
       title={word.description}
       aria-label={word.description}
       disabled={disabled}

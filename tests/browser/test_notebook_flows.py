@@ -241,6 +241,16 @@ def waiting_cell(page: Any, path: str) -> dict[str, Any]:
     return found
 
 
+def cell_by_id(page: Any, path: str, cell_id: str) -> dict[str, Any]:
+    """The notebook's cell ``cell_id``."""
+    return next(c for c in cells(page, path) if c["id"] == cell_id)
+
+
+def wait_output(page: Any, path: str, cell_id: str, text: str, what: str) -> None:
+    """Wait until the outputs of the cell ``cell_id`` show ``text``."""
+    wait_until(lambda: text in text_of(cell_by_id(page, path, cell_id)["outputs"]), 60, what)
+
+
 def test_review_works_from_the_notebook_alone(
     model_context: Any, model_lab: Lab, model: ScriptedModelServer
 ) -> None:
@@ -280,14 +290,7 @@ def test_review_works_from_the_notebook_alone(
     # Run from the keyboard.
     run.focus()
     page.keyboard.press("Enter")
-    wait_until(
-        lambda: (
-            "first"
-            in text_of(next(c for c in cells(page, path) if c["id"] == first["id"])["outputs"])
-        ),
-        60,
-        "cell 1 ran",
-    )
+    wait_output(page, path, first["id"], "first", "cell 1 ran")
 
     # The second: Edit puts the cell in edit mode; Run then sends the user's version.
     second = waiting_cell(page, path)
@@ -307,14 +310,7 @@ def test_review_works_from_the_notebook_alone(
     cell_review(page, path, second["id"]).get_by_role(
         "button", name="Run your version of the cell"
     ).click()
-    wait_until(
-        lambda: (
-            "mine"
-            in text_of(next(c for c in cells(page, path) if c["id"] == second["id"])["outputs"])
-        ),
-        60,
-        "the user's version ran",
-    )
+    wait_output(page, path, second["id"], "mine", "the user's version ran")
 
     # The third: Reject; the model's other proposal replaces it, and the user runs it
     # themselves with Shift+Enter, which counts as Run (the run goes on, and the cell is not
@@ -325,9 +321,7 @@ def test_review_works_from_the_notebook_alone(
         "button", name="Reject this cell without running it"
     ).click()
     wait_until(
-        lambda: next(c for c in cells(page, path) if c["id"] == third["id"])["source"].startswith(
-            "ran ="
-        ),
+        lambda: cell_by_id(page, path, third["id"])["source"].startswith("ran ="),
         60,
         "the other proposal",
     )
@@ -337,7 +331,7 @@ def test_review_works_from_the_notebook_alone(
     page.keyboard.press("Shift+Enter")
     status = wait_for_status(page, path, 1, NB_TERMINAL)
     assert status["state"] == "done", dump(page, path)
-    final = next(c for c in cells(page, path) if c["id"] == third["id"])
+    final = cell_by_id(page, path, third["id"])
     assert text_of(final["outputs"]).strip() == "runs 1", dump(page, path)
     assert "All reviewed." in text_of(cells(page, path)[1]["outputs"])
     assert panel(page, path).locator('[data-testid="jupyter-ci-cell-review"]').count() == 0
