@@ -76,6 +76,9 @@ class InstantWorkspace:
     async def snapshot_files(self, root: str | None) -> None:
         return None
 
+    async def fix_context(self, ename: str, evalue: str, code: str) -> list[str]:
+        return []
+
     async def interrupt(self) -> None:
         return None
 

@@ -264,6 +264,24 @@ async def test_variables_through_the_workspace(
     assert await ws.inspect_variables()
 
 
+@shared_loop
+async def test_what_a_failure_is_about_is_read_without_a_trace(ws: KernelWorkspace) -> None:
+    setup = "import pandas as pd\nfix_frame = pd.DataFrame({'petal_length': [1.0]})"
+    before = await ws.run_cell(await cell(ws, setup), timeout=30)
+    names = {v.name for v in await ws.inspect_variables()}
+    lines = await ws.fix_context("KeyError", "'petal_len'", "fix_frame['petal_len']")
+    assert lines == [
+        "fix_frame is a DataFrame with columns: 'petal_length'",
+        "closest to 'petal_len' among fix_frame's columns: 'petal_length'",
+    ]
+    # Nothing added to the namespace, the history or the execution count.
+    assert {v.name for v in await ws.inspect_variables()} == names
+    after = await ws.run_cell(await cell(ws, "pass"), timeout=10)
+    assert before.execution_count is not None
+    assert after.execution_count == before.execution_count + 1
+    assert await ws.fix_context("ZeroDivisionError", "division by zero", "1/0") == []
+
+
 # --- saving --------------------------------------------------------------------------------
 
 

@@ -123,6 +123,12 @@ class Workspace(Protocol):
         kernel cannot say (another language)."""
         ...
 
+    async def fix_context(self, ename: str, evalue: str, code: str) -> list[str]:
+        """What is there that the failure of ``code`` (``ename: evalue``) is about, read from
+        the kernel by :data:`~jupyter_ci.agent.fix_context.FIX_CONTEXT_SOURCE` as the variables
+        are: lines for the model; [] when nothing fits or the kernel cannot say."""
+        ...
+
     async def interrupt(self) -> None:
         """Interrupt the kernel (Stop): the running cell ends ``interrupted``."""
         ...

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ..agent.files import SNAPSHOT_SOURCE, Snapshot, parse_snapshot, snapshot_scope
+from ..agent.fix_context import fix_context_here
 from ..agent.loop import AgentRun, RunOutcome, RunRequest
 from ..agent.variables import INSPECT_SOURCE, parse_variables
 from ..agent.workspace import Cell, Execution, Variable
@@ -268,6 +269,10 @@ class InKernelWorkspace:
 
     async def snapshot_files(self, root: str | None) -> Snapshot | None:
         return await asyncio.to_thread(_snapshot, root)
+
+    async def fix_context(self, ename: str, evalue: str, code: str) -> list[str]:
+        namespace = self.shell.user_ns
+        return await self.bridge.call(lambda: fix_context_here(namespace, ename, evalue, code))
 
     async def interrupt(self) -> None:
         """Stop: the block running now is interrupted (it ends ``interrupted``); no other runs.

@@ -33,6 +33,7 @@ from jupyter_client.manager import AsyncKernelManager
 from nbclient.exceptions import DeadKernelError
 
 from ..agent.files import Snapshot, parse_snapshot, snapshot_expression
+from ..agent.fix_context import fix_context_expression, parse_fix_context
 from ..agent.variables import inspection_expression, parse_variables
 from ..agent.workspace import Cell, Execution, Variable
 from ..errors import CellNotFound, InternalError, KernelDied
@@ -340,6 +341,12 @@ class KernelWorkspace:
         """The kernel's working folder's files (see :mod:`jupyter_ci.agent.files`)."""
         text = await self._evaluate(snapshot_expression(root), "list its files")
         return None if text is None else parse_snapshot(text)
+
+    async def fix_context(self, ename: str, evalue: str, code: str) -> list[str]:
+        """What the failure is about (see :mod:`jupyter_ci.agent.fix_context`)."""
+        expression = fix_context_expression(ename, evalue, code)
+        text = await self._evaluate(expression, "read what the failure is about")
+        return [] if text is None else parse_fix_context(text)
 
     async def _evaluate(self, expression: str, what: str) -> str | None:
         """The text/plain value of ``expression``, from a silent request that leaves no trace

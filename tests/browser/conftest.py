@@ -119,12 +119,7 @@ def model_lab(
     }
     with start_lab(
         base,
-        args=[
-            f"--JupyterCI.model={SCRIPTED_MODEL}",
-            f"--JupyterCI.api_base={scripted_server.base_url}",
-            f"--JupyterCI.db_path={base / 'conversations.sqlite'}",
-            "--LabApp.expose_app_in_browser=True",
-        ],
+        args=model_lab_args(scripted_server, base),
         env={"JUPYTER_CI_API_KEY": SCRIPTED_KEY, **pip},
     ) as running:
         try:
@@ -132,6 +127,17 @@ def model_lab(
         finally:
             ARTIFACTS.mkdir(exist_ok=True)
             (ARTIFACTS / "model-lab.log").write_text(running.log())
+
+
+def model_lab_args(scripted_server: ScriptedModelServer, base: Path) -> list[str]:
+    """The arguments of a Lab whose jupyter-ci talks to the scripted model (its key is
+    ``SCRIPTED_KEY`` in ``JUPYTER_CI_API_KEY``), with the app exposed to tests."""
+    return [
+        f"--JupyterCI.model={SCRIPTED_MODEL}",
+        f"--JupyterCI.api_base={scripted_server.base_url}",
+        f"--JupyterCI.db_path={base / 'conversations.sqlite'}",
+        "--LabApp.expose_app_in_browser=True",
+    ]
 
 
 @pytest.fixture

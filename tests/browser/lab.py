@@ -33,6 +33,16 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+#: A base URL every JupyterLab of the browser tests is served under (``/prefix/``), as behind a
+#: proxy or JupyterHub; ``.ci/run`` runs the JupyterLab-path browser tests once more with it.
+BASE_URL_ENV = "JUPYTER_CI_TEST_BASE_URL"
+
+
+def base_url() -> str:
+    """The base URL the browser tests' servers use: ``/`` unless :data:`BASE_URL_ENV` names
+    another (normalised to ``/a/b/``)."""
+    parts = [part for part in os.environ.get(BASE_URL_ENV, "").split("/") if part]
+    return "/" + "".join(f"{part}/" for part in parts)
 
 
 @dataclass
@@ -70,7 +80,8 @@ def start_lab(
     app: str = "lab",
 ) -> Iterator[Lab]:
     """Run ``jupyter lab`` (or, with ``app="notebook"``, Notebook 7's ``jupyter notebook``) in
-    ``base_dir`` until the block ends; wait until it answers."""
+    ``base_dir`` until the block ends; wait until it answers. It is served under
+    :func:`base_url` (``lab.url`` includes it)."""
     root = base_dir / "notebooks"
     root.mkdir(parents=True, exist_ok=True)
     port, token = free_port(), uuid.uuid4().hex
@@ -109,6 +120,7 @@ def start_lab(
             else []
         ),
         f"--ServerApp.root_dir={root}",
+        f"--ServerApp.base_url={base_url()}",
         *(args or []),
     ]
     log_path = base_dir / f"jupyter-{app}.log"
@@ -118,17 +130,25 @@ def start_lab(
         process = subprocess.Popen(
             command, stdout=log, stderr=subprocess.STDOUT, env=environment, cwd=base_dir
         )
-    lab = Lab(f"http://127.0.0.1:{port}/", token, root, log_path, process)
+    lab = Lab(f"http://127.0.0.1:{port}{base_url()}", token, root, log_path, process)
     try:
         _wait_until_ready(lab, timeout=60)
         yield lab
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+        stop_process(process)
+
+
+def stop_process(process: subprocess.Popen[bytes], timeout: float = 20) -> bool:
+    """End a server the tests started: SIGTERM, then SIGKILL after ``timeout`` seconds. True if
+    it had to be killed (it cleaned up nothing of its own then)."""
+    process.terminate()
+    try:
+        process.wait(timeout=timeout)
+        return False
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=10)
+        return True
 
 
 def _wait_until_ready(lab: Lab, timeout: float) -> None:

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 from ...agent.files import Snapshot, parse_snapshot, snapshot_expression
+from ...agent.fix_context import fix_context_expression, parse_fix_context
 from ...agent.variables import inspection_expression, parse_variables
 from ...agent.workspace import Cell, Execution, Variable
 from ...errors import InternalError, JupyterCIError, KernelDied, NotebookUnavailable
@@ -182,6 +183,10 @@ class LabWorkspace:
     async def snapshot_files(self, root: str | None) -> Snapshot | None:
         """The kernel's working folder's files, from a silent request the tab sends."""
         return parse_snapshot(await self._evaluate(snapshot_expression(root)))
+
+    async def fix_context(self, ename: str, evalue: str, code: str) -> list[str]:
+        """What the failure is about, from a silent request the tab sends."""
+        return parse_fix_context(await self._evaluate(fix_context_expression(ename, evalue, code)))
 
     async def _evaluate(self, expression: str) -> str:
         """The text/plain value of ``expression`` in the kernel ('' when it could not be had)."""

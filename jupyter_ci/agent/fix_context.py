@@ -1,0 +1,187 @@
+"""What is there, told with a failure: the context a fix needs that the traceback lacks.
+
+A traceback says what failed, not what exists: a ``KeyError`` names the column the code guessed,
+not the frame's real columns. Before asking for a fix, the loop reads from the kernel, silently,
+what fits the error (:data:`FIX_CONTEXT_SOURCE`):
+
+- ``KeyError``, ``AttributeError``: the columns of the data frames (and the keys of the dicts)
+  the cell's code names, and those closest to the missing one;
+- ``NameError``: the names defined, and those closest to the missing one;
+- ``FileNotFoundError``: the files in the folder the path names (else the working folder), and
+  those closest to the missing one;
+- a dtype error (``TypeError``/``ValueError`` about types or conversions): the dtypes of the
+  frames the code names.
+
+Names only, never values: it is sent with ``share_outputs`` off too (names, types and columns are
+what that setting keeps). Every list is bounded; it never raises, and says nothing when nothing
+fits. The same source runs in every workspace: through a silent user expression in a separate
+kernel, directly in the in-kernel loop's own process.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+#: Python source run in the user's kernel (standard library only). Its globals are ``ns`` (the
+#: user's namespace), ``ename``, ``evalue`` and ``code``; it leaves ``result``, whose ``repr()``
+#: is the JSON list of lines to tell the model. It never raises.
+FIX_CONTEXT_SOURCE = r"""
+import difflib
+import json
+import os
+import re
+
+MAX_NAMES = 40
+MAX_LINE = 600
+
+
+class Report(str):
+    def __repr__(self):
+        return str(self)
+
+
+def quoted(names):
+    text = ", ".join(repr(str(name)) for name in list(names)[:MAX_NAMES])
+    more = len(names) - MAX_NAMES
+    if more > 0:
+        text += f", ... ({more} more)"
+    return text[:MAX_LINE]
+
+
+def closest(word, names):
+    strings = [str(name) for name in names]
+    found = difflib.get_close_matches(str(word), strings, n=3, cutoff=0.5)
+    lowered = [name for name in strings if name.lower() == str(word).lower()]
+    return list(dict.fromkeys(lowered + found))
+
+
+def named_in(code):
+    return sorted(set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", code or "")))
+
+
+def frames(ns, code):
+    found = []
+    for name in named_in(code):
+        value = ns.get(name)
+        if hasattr(value, "columns") and hasattr(value, "dtypes"):
+            found.append((name, value))
+    return found[:5]
+
+
+def mappings(ns, code):
+    found = []
+    for name in named_in(code):
+        value = ns.get(name)
+        if isinstance(value, dict) and value:
+            found.append((name, value))
+    return found[:5]
+
+
+def missing_name(ename, evalue):
+    patterns = {
+        "KeyError": r"^\s*['\"]?(.*?)['\"]?\s*$",
+        "AttributeError": r"has no attribute '([^']+)'",
+        "NameError": r"name '([^']+)' is not defined",
+        "FileNotFoundError": r"No such file or directory: '([^']+)'",
+    }
+    pattern = patterns.get(ename)
+    if pattern is None:
+        return None
+    match = re.search(pattern, evalue or "")
+    return match.group(1) if match and match.group(1) else None
+
+
+def context(ns, ename, evalue, code):
+    lines = []
+    missing = missing_name(ename, evalue)
+    if ename in ("KeyError", "AttributeError"):
+        for name, frame in frames(ns, code):
+            columns = list(frame.columns)
+            lines.append(f"{name} is a {type(frame).__name__} with columns: {quoted(columns)}")
+            near = closest(missing, columns) if missing else []
+            if near:
+                lines.append(f"closest to {missing!r} among {name}'s columns: {quoted(near)}")
+        if ename == "KeyError":
+            for name, mapping in mappings(ns, code):
+                keys = list(mapping)
+                lines.append(f"{name} is a dict with keys: {quoted(keys)}")
+                near = closest(missing, keys) if missing else []
+                if near:
+                    lines.append(f"closest to {missing!r} among {name}'s keys: {quoted(near)}")
+    elif ename == "NameError":
+        skip = {"In", "Out", "exit", "quit", "get_ipython"}
+        names = sorted(n for n in ns if not n.startswith("_") and n not in skip)
+        lines.append(f"names defined in the kernel: {quoted(names) or '(none)'}")
+        near = closest(missing, names) if missing else []
+        if near:
+            lines.append(f"closest to {missing!r}: {quoted(near)}")
+    elif ename == "FileNotFoundError" and missing:
+        folder = os.path.dirname(missing)
+        if not folder or not os.path.isdir(folder):
+            folder = "."
+        try:
+            entries = sorted(e for e in os.listdir(folder) if not e.startswith("."))
+        except OSError:
+            entries = []
+        where = "the working folder" if folder == "." else repr(folder)
+        lines.append(f"files in {where} ({os.path.abspath(folder)}): {quoted(entries) or '(none)'}")
+        near = closest(os.path.basename(missing), entries)
+        if near:
+            lines.append(f"closest to {os.path.basename(missing)!r}: {quoted(near)}")
+    elif ename in ("TypeError", "ValueError") and re.search(
+        r"dtype|convert|unsupported operand|not supported between|must be real number|"
+        r"could not|invalid literal|Can only use .str",
+        evalue or "",
+    ):
+        for name, frame in frames(ns, code):
+            types = [f"{column}: {dtype}" for column, dtype in frame.dtypes.items()]
+            lines.append(f"{name}'s dtypes: " + ", ".join(types[:MAX_NAMES])[:MAX_LINE])
+    return [line[:MAX_LINE] for line in lines[:12]]
+
+
+try:
+    result = Report(json.dumps(context(ns, ename, evalue, code)))
+except Exception as error:
+    result = Report(json.dumps([]))
+"""
+
+
+def fix_context_scope(ename: str, evalue: str, code: str) -> dict[str, Any]:
+    """The globals :data:`FIX_CONTEXT_SOURCE` runs with, but ``ns`` (the user's namespace)."""
+    return {"ename": ename, "evalue": evalue, "code": code}
+
+
+def fix_context_expression(ename: str, evalue: str, code: str) -> str:
+    """One Python expression, evaluated in the user's namespace, whose value is the context's
+    JSON text; it adds nothing to that namespace (:data:`FIX_CONTEXT_SOURCE` runs in a fresh
+    globals dict that holds the namespace as ``ns``)."""
+    scope = repr(fix_context_scope(ename, evalue, code))
+    return (
+        "(lambda g: (__import__('builtins').exec("
+        + repr(FIX_CONTEXT_SOURCE)
+        + ", g), g['result'])[1])(dict("
+        + scope
+        + ", ns=globals()))"
+    )
+
+
+def fix_context_here(namespace: dict[str, Any], ename: str, evalue: str, code: str) -> list[str]:
+    """The context, computed in this process over ``namespace`` (the in-kernel loop)."""
+    scope: dict[str, Any] = {**fix_context_scope(ename, evalue, code), "ns": namespace}
+    try:
+        exec(FIX_CONTEXT_SOURCE, scope)  # noqa: S102 - our own source, in a fresh globals dict
+    except Exception:
+        return []
+    return parse_fix_context(repr(scope.get("result", "[]")))
+
+
+def parse_fix_context(text: str) -> list[str]:
+    """The context's lines from its JSON text ([] when it is not a list of strings)."""
+    try:
+        data = json.loads(text)
+    except (TypeError, ValueError):
+        return []
+    if not isinstance(data, list):
+        return []
+    return [line for line in data if isinstance(line, str) and line]

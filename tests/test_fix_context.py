@@ -1,0 +1,118 @@
+"""The context told with a failure (jupyter_ci/agent/fix_context.py), computed over namespaces."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from jupyter_ci.agent.fix_context import (
+    fix_context_expression,
+    fix_context_here,
+    parse_fix_context,
+)
+
+
+@pytest.fixture
+def namespace() -> dict[str, Any]:
+    return {
+        "df": pd.DataFrame({"petal_length": [1.0], "Species": ["setosa"], "price": ["1,5"]}),
+        "prices": {"alpha": 1, "beta": 2},
+        "np": pd,
+    }
+
+
+def test_a_key_error_on_a_frame_gets_its_columns_and_the_closest(
+    namespace: dict[str, Any],
+) -> None:
+    lines = fix_context_here(namespace, "KeyError", "'petal_len'", "df['petal_len'].mean()")
+    assert lines == [
+        "df is a DataFrame with columns: 'petal_length', 'Species', 'price'",
+        "closest to 'petal_len' among df's columns: 'petal_length'",
+    ]
+
+
+def test_a_key_error_on_a_dict_gets_its_keys(namespace: dict[str, Any]) -> None:
+    lines = fix_context_here(namespace, "KeyError", "'alpah'", "prices['alpah']")
+    assert lines == [
+        "prices is a dict with keys: 'alpha', 'beta'",
+        "closest to 'alpah' among prices's keys: 'alpha'",
+    ]
+
+
+def test_an_attribute_error_matches_a_column_whatever_its_case(
+    namespace: dict[str, Any],
+) -> None:
+    evalue = "'DataFrame' object has no attribute 'species'"
+    lines = fix_context_here(namespace, "AttributeError", evalue, "df.species.unique()")
+    assert lines[1].startswith("closest to 'species' among df's columns: 'Species'")
+
+
+def test_a_name_error_gets_the_names_defined(namespace: dict[str, Any]) -> None:
+    namespace.update({"_hidden": 1, "In": [], "Out": {}})
+    lines = fix_context_here(namespace, "NameError", "name 'dff' is not defined", "dff.head()")
+    assert lines[0] == "names defined in the kernel: 'df', 'np', 'prices'"
+    assert lines[1].startswith("closest to 'dff': 'df'")
+
+
+def test_a_missing_file_gets_the_files_of_its_folder(
+    namespace: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "iris.csv").write_text("a\n")
+    (tmp_path / "data" / ".hidden").write_text("")
+    (tmp_path / "notes.txt").write_text("")
+    monkeypatch.chdir(tmp_path)
+    evalue = "[Errno 2] No such file or directory: 'data/Iris.csv'"
+    lines = fix_context_here(namespace, "FileNotFoundError", evalue, "pd.read_csv('data/Iris.csv')")
+    assert lines == [
+        f"files in 'data' ({tmp_path / 'data'}): 'iris.csv'",
+        "closest to 'Iris.csv': 'iris.csv'",
+    ]
+    evalue = "[Errno 2] No such file or directory: 'nowhere/x.csv'"
+    lines = fix_context_here(namespace, "FileNotFoundError", evalue, "open('nowhere/x.csv')")
+    assert lines[0] == f"files in the working folder ({tmp_path}): 'data', 'notes.txt'"
+
+
+def test_a_dtype_error_gets_the_dtypes(namespace: dict[str, Any]) -> None:
+    evalue = "could not convert string to float: '1,5'"
+    lines = fix_context_here(namespace, "ValueError", evalue, "df['price'].astype(float)")
+    assert len(lines) == 1
+    assert lines[0].startswith("df's dtypes: petal_length: float64, Species: ")
+
+
+def test_nothing_is_said_when_nothing_fits(namespace: dict[str, Any]) -> None:
+    assert fix_context_here(namespace, "ZeroDivisionError", "division by zero", "1/0") == []
+    assert fix_context_here(namespace, "KeyError", "'x'", "other['x']") == []
+    assert fix_context_here(namespace, "ValueError", "math domain error", "df") == []
+
+
+def test_lists_are_bounded_and_a_hostile_object_breaks_nothing() -> None:
+    class Hostile:
+        @property
+        def columns(self) -> Any:
+            raise RuntimeError("no")
+
+        dtypes = None
+
+    wide = pd.DataFrame({f"column_{i}": [i] for i in range(500)})
+    lines = fix_context_here({"wide": wide}, "KeyError", "'column_x'", "wide['column_x']")
+    assert "(460 more)" in lines[0]
+    assert all(len(line) <= 600 for line in lines)
+    assert fix_context_here({"h": Hostile()}, "KeyError", "'a'", "h['a']") == []
+
+
+def test_the_expression_adds_nothing_to_the_namespace(namespace: dict[str, Any]) -> None:
+    namespace["__builtins__"] = __builtins__
+    before = set(namespace)
+    expression = fix_context_expression("KeyError", "'petal_len'", "df['petal_len']")
+    value = eval(expression, namespace)  # noqa: S307 - our own expression, as a kernel runs it
+    assert set(namespace) == before
+    assert parse_fix_context(repr(value))[1] == (
+        "closest to 'petal_len' among df's columns: 'petal_length'"
+    )
+    assert parse_fix_context("not json") == []
+    assert parse_fix_context('{"a": 1}') == []
+    assert parse_fix_context('["ok", 3, ""]') == ["ok"]
