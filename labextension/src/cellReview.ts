@@ -92,7 +92,8 @@ export function editedSource(
  *   `%pip install` cell: Install and continue, Edit, Don't install), in
  *   every view of its notebook;
  * - a JupyterLab notification says so, with the same actions, unless the
- *   panel (whose review card asks the same) is showing;
+ *   panel (whose review card asks the same) shows that notebook (once it
+ *   does, the notification goes);
  * - running the cell yourself (Shift+Enter) counts as Run: once that
  *   execution has ended the tab answers `ran`, and the run reads the cell's
  *   outputs from the notebook.
@@ -181,6 +182,19 @@ export class CellReview implements IDisposable {
       void notebook.scrollToCell(widget).then(() => {
         widget.editor?.focus();
       });
+    }
+  }
+
+  /**
+   * The panel may show another notebook now: a notification about a cell of
+   * the notebook it shows is dismissed (its review card asks the same).
+   */
+  panelChanged(): void {
+    for (const waiting of this._waiting.values()) {
+      if (waiting.notification && this._panelShowing(waiting.path)) {
+        Notification.dismiss(waiting.notification);
+        waiting.notification = null;
+      }
     }
   }
 

@@ -8,6 +8,7 @@ import { IDefaultFileBrowser } from '@jupyterlab/filebrowser';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
+import { MessageLoop } from '@lumino/messaging';
 
 import { addAskCommand } from './ask';
 import { NotebookBridge } from './bridge';
@@ -166,7 +167,7 @@ const notebookPlugin: JupyterFrontEndPlugin<void> = {
       fileBrowser,
       userOptions
     });
-    new CellReview({
+    const review = new CellReview({
       index,
       runs,
       connection,
@@ -174,6 +175,15 @@ const notebookPlugin: JupyterFrontEndPlugin<void> = {
       panelShowing: path =>
         chat.isVisible && chat.controller.state.path === path
     });
+    // The panel shows (its `after-show` is handled after hooks: look then) or
+    // switches notebooks.
+    MessageLoop.installMessageHook(chat, (_handler, message) => {
+      if (message.type === 'after-show') {
+        void Promise.resolve().then(() => review.panelChanged());
+      }
+      return true;
+    });
+    chat.controller.changed.connect(() => review.panelChanged());
     app.commands.addCommand(CommandIDs.timings, {
       label: 'jupyter-ci: timings of the latest calls (for benchmarks)',
       execute: args => {

@@ -317,6 +317,13 @@ def test_review_works_from_the_notebook_alone(
     # run a second time).
     third = waiting_cell(page, path)
     assert third["source"] == "r3 = 'third'\nprint(r3)"
+    # Opening the panel on this notebook: its review card asks the same, the notification goes
+    # (the notebook's controls stay).
+    toast.wait_for(timeout=30_000)
+    open_chat(page)
+    page.locator(by_testid("jupyter-ci-review")).wait_for(timeout=30_000)
+    wait_until(lambda: toasts.count() == 0, 30, "the notification dismissed with the panel open")
+    assert cell_review(page, path, third["id"]).count() == 1
     cell_review(page, path, third["id"]).get_by_role(
         "button", name="Reject this cell without running it"
     ).click()
