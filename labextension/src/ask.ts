@@ -5,6 +5,7 @@ import type { ReadonlyPartialJSONObject } from '@lumino/coreutils';
 import { CIConnection, RequestRefusedError } from './connection';
 import { CommandIDs } from './constants';
 import { NotebookIndex } from './notebooks';
+import { CellPlacement } from './placement';
 import { IRunView, RunTracker } from './runs';
 import { makeStatus, statusFromRun } from './statusData';
 
@@ -15,13 +16,17 @@ export interface IAskOptions {
   index: NotebookIndex;
   connection: CIConnection;
   runs: RunTracker;
+  /**
+   * Where a request's new cells go.
+   */
+  placement: CellPlacement;
   userOptions: () => Record<string, unknown>;
 }
 
 /**
  * Register `jupyter-ci:ask`: a request for the current notebook, written in
- * a dialog (or given as the `prompt` argument), answered below the active
- * cell (or `anchor_cell_id`), with its progress and a Stop action in a
+ * a dialog (or given as the `prompt` argument), answered after the previous
+ * run's cells as the panel's requests are (or after `anchor_cell_id`), with its progress and a Stop action in a
  * notification. The chat panel reuses the same path.
  *
  * Resolves with `{run_id}` once the server accepted the request, or
@@ -72,7 +77,7 @@ namespace Private {
     const anchor =
       typeof args['anchor_cell_id'] === 'string'
         ? args['anchor_cell_id']
-        : (panel.content.activeCell?.model.id ?? null);
+        : options.placement.anchor(panel);
     const requestOptions =
       typeof args['options'] === 'object' && args['options'] !== null
         ? (args['options'] as Record<string, unknown>)

@@ -316,7 +316,13 @@ export class NotebookBridge implements IDisposable {
           this._decorations.recordAttempt(event.cell_id, event.attempt);
         }
         break;
-      case 'cell_updated':
+      case 'cell_updated': {
+        // The cell's code is complete: no longer read-only, nor "writing…"
+        // (a cell waiting for review is edited and run by the user).
+        const found = this._index.findCellAnywhere(event.cell_id);
+        if (found) {
+          this._streamer.flush(found.model);
+        }
         if (event.cause === 'stopped') {
           this._decorations.update(event.cell_id, {
             stopped: true,
@@ -325,14 +331,20 @@ export class NotebookBridge implements IDisposable {
           if (this._ownRuns.has(event.run_id)) {
             this._decorations.recordStopped(event.cell_id);
           }
-        } else if (event.attempt > 1) {
-          this._decorations.update(event.cell_id, {
-            diff: event.diff,
-            diffAttempt: event.attempt,
-            streaming: false
-          });
+        } else {
+          this._decorations.update(
+            event.cell_id,
+            event.attempt > 1
+              ? {
+                  diff: event.diff,
+                  diffAttempt: event.attempt,
+                  streaming: false
+                }
+              : { streaming: false }
+          );
         }
         break;
+      }
       case 'finished': {
         this._streamer.flushAll();
         for (const cellId of this._runs.get(event.run_id)?.cells ?? []) {

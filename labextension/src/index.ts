@@ -8,10 +8,12 @@ import { IDefaultFileBrowser } from '@jupyterlab/filebrowser';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
+import { MessageLoop } from '@lumino/messaging';
 
 import { addAskCommand } from './ask';
 import { NotebookBridge } from './bridge';
 import { CellDecorations } from './cellDecorations';
+import { CellReview } from './cellReview';
 import { addChatPanel } from './chat/plugin';
 import { PANEL_ID } from './chat/panel';
 import { CIConnection } from './connection';
@@ -21,6 +23,7 @@ import { HandoffController } from './handoff';
 import { handoffRendererFactory } from './handoffRenderer';
 import { jupyterCIIcon } from './icons';
 import { NotebookIndex } from './notebooks';
+import { CellPlacement } from './placement';
 import { addRunIndicator } from './runIndicator';
 import { RunTracker } from './runs';
 import { UserSettings } from './settings';
@@ -73,7 +76,8 @@ const panelPlugin: JupyterFrontEndPlugin<void> = {
 /**
  * The notebook side of jupyter-ci: the websocket to the server, the bridge
  * that answers its calls, the `%%ci` handoff (stamp, claim, Run All), status
- * outputs and their renderer, cell decorations, and `jupyter-ci:ask`.
+ * outputs and their renderer, cell decorations, review in the notebook, and
+ * `jupyter-ci:ask`.
  *
  * Works wherever notebooks open (JupyterLab, Notebook 7); on pages without a
  * notebook tracker only the renderers are registered.
@@ -125,6 +129,7 @@ const notebookPlugin: JupyterFrontEndPlugin<void> = {
     });
     new FixInView(index, runs);
     const userOptions = (): Record<string, unknown> => settings.runOptions();
+    const placement = new CellPlacement(index, runs);
     new HandoffController({
       index,
       connection,
@@ -144,11 +149,18 @@ const notebookPlugin: JupyterFrontEndPlugin<void> = {
     index.tracker.forEach(onPanel);
     index.tracker.widgetAdded.connect((_sender, panel) => onPanel(panel));
 
-    addAskCommand(app.commands, { index, connection, runs, userOptions });
-    addChatPanel(app, {
+    addAskCommand(app.commands, {
       index,
       connection,
       runs,
+      placement,
+      userOptions
+    });
+    const chat = addChatPanel(app, {
+      index,
+      connection,
+      runs,
+      placement,
       rendermime,
       registry,
       settingsPluginId: SETTINGS_PLUGIN,
@@ -157,6 +169,23 @@ const notebookPlugin: JupyterFrontEndPlugin<void> = {
       fileBrowser,
       userOptions
     });
+    const review = new CellReview({
+      index,
+      runs,
+      connection,
+      show: panel => app.shell.activateById(panel.id),
+      panelShowing: path =>
+        chat.isVisible && chat.controller.state.path === path
+    });
+    // The panel shows (its `after-show` is handled after hooks: look then) or
+    // switches notebooks.
+    MessageLoop.installMessageHook(chat, (_handler, message) => {
+      if (message.type === 'after-show') {
+        void Promise.resolve().then(() => review.panelChanged());
+      }
+      return true;
+    });
+    chat.controller.changed.connect(() => review.panelChanged());
     app.commands.addCommand(CommandIDs.timings, {
       label: 'jupyter-ci: timings of the latest calls (for benchmarks)',
       execute: args => {

@@ -12,6 +12,24 @@ import type {
 } from './protocol';
 
 /**
+ * A cell the run proposed (inserted or changed), with the code the server
+ * holds for it.
+ */
+export interface IProposedCell {
+  cellId: string;
+  source: string;
+}
+
+/**
+ * A cell waiting for the user's answer (the run is in `awaiting_approval`):
+ * `reason` is the state's ('' for a cell to run, `missing_package` for a
+ * `%pip install` cell: Install and continue).
+ */
+export interface IAwaitedReview extends IProposedCell {
+  reason: string;
+}
+
+/**
  * What the tab knows of one run, from the server's run list and its events.
  */
 export interface IRunView {
@@ -37,9 +55,18 @@ export interface IRunView {
    */
   attempt: { cellId: string; attempt: number; maxAttempts: number } | null;
   /**
-   * Generated cells, in the order they were inserted.
+   * Generated cells, in the order they were inserted (a cell the run deleted
+   * again is gone).
    */
   cells: string[];
+  /**
+   * The latest cell proposed (inserted or changed), null before any.
+   */
+  proposal: IProposedCell | null;
+  /**
+   * The cell waiting for the user's answer, while the run waits.
+   */
+  review: IAwaitedReview | null;
   usage: IUsage | null;
   /**
    * How many pieces of text the model has streamed so far.
@@ -173,6 +200,8 @@ export class RunTracker implements IDisposable {
         text: '',
         attempt: null,
         cells: [],
+        proposal: null,
+        review: null,
         usage: null,
         tokens: 0,
         message: null,
@@ -227,6 +256,10 @@ export class RunTracker implements IDisposable {
           view.state = event.state;
           view.reason = event.reason;
           view.text = event.text;
+          view.review =
+            event.state === 'awaiting_approval' && view.proposal
+              ? { ...view.proposal, reason: event.reason }
+              : null;
         }
         break;
       case 'token':
@@ -236,9 +269,16 @@ export class RunTracker implements IDisposable {
         if (!view.cells.includes(event.cell_id)) {
           view.cells.push(event.cell_id);
         }
+        view.proposal = { cellId: event.cell_id, source: event.source };
+        break;
+      case 'cell_updated':
+        view.proposal = { cellId: event.cell_id, source: event.source };
         break;
       case 'cell_deleted':
-        view.cells = view.cells.filter(id => id !== event.cell_id);
+        view.cells = view.cells.filter(cellId => cellId !== event.cell_id);
+        if (view.proposal?.cellId === event.cell_id) {
+          view.proposal = null;
+        }
         break;
       case 'attempt':
         view.attempt = {
@@ -257,6 +297,7 @@ export class RunTracker implements IDisposable {
         break;
       case 'finished':
         view.finished = event;
+        view.review = null;
         view.state = event.state;
         view.reason = event.reason;
         view.text = event.text;

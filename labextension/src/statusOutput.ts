@@ -1,6 +1,10 @@
-import type { ICodeCellModel } from '@jupyterlab/cells';
+import type { Cell, ICodeCellModel } from '@jupyterlab/cells';
+import type * as nbformat from '@jupyterlab/nbformat';
+import { Notebook, NotebookActions } from '@jupyterlab/notebook';
 import { IDisposable } from '@lumino/disposable';
 
+import { answerOutput, readAnswer } from './answerOutput';
+import { isCICell } from './constants';
 import { STATUS_MIME } from './protocol';
 import { NotebookIndex } from './notebooks';
 import { IRunView, RunTracker } from './runs';
@@ -15,13 +19,17 @@ import {
  * Keeps the status output of `%%ci` cells current in the tab that owns their
  * runs: the cell's outputs are replaced by one status output, rewritten when
  * the run's state, attempt or outcome changes (never per token), so a saved
- * notebook reads well anywhere.
+ * notebook reads well anywhere. A run that ends with an answer (the model's
+ * prose) gets it under the status, as Markdown with a plain-text twin
+ * (`answerOutput`); running the `%%ci` again keeps it when the server answers
+ * without a run (its cells are there), and a new run replaces it.
  */
 export class StatusOutputs implements IDisposable {
   constructor(index: NotebookIndex, runs: RunTracker) {
     this._index = index;
     this._runs = runs;
     runs.changed.connect(this._onRun);
+    NotebookActions.executionScheduled.connect(this._onScheduled);
   }
 
   get isDisposed(): boolean {
@@ -36,7 +44,8 @@ export class StatusOutputs implements IDisposable {
   }
 
   /**
-   * Replace the cell's outputs with the status; false if the cell is gone.
+   * Replace the cell's outputs with the status (and the answer that goes
+   * with it); false if the cell is gone.
    */
   write(cellId: string, data: IStatusData): boolean {
     this._written.set(cellId, data);
@@ -45,15 +54,29 @@ export class StatusOutputs implements IDisposable {
       return false;
     }
     const outputs = (found.model as ICodeCellModel).outputs;
-    const output = statusOutput(data);
-    const current = outputs.length === 1 ? outputs.get(0) : null;
-    if (current && STATUS_MIME in current.data) {
-      if (JSON.stringify(current.toJSON()) !== JSON.stringify(output)) {
-        outputs.set(0, output);
-      }
+    const wanted: nbformat.IOutput[] = [statusOutput(data)];
+    const answer = this._answerFor(cellId, data);
+    if (answer) {
+      wanted.push(answerOutput(answer.text, answer.runId));
+    }
+    const current = Array.from({ length: outputs.length }, (_, i) =>
+      outputs.get(i)
+    );
+    if (
+      current.length === wanted.length &&
+      current.length > 0 &&
+      STATUS_MIME in current[0].data
+    ) {
+      wanted.forEach((output, i) => {
+        if (JSON.stringify(current[i].toJSON()) !== JSON.stringify(output)) {
+          outputs.set(i, output);
+        }
+      });
     } else {
       outputs.clear();
-      outputs.add(output);
+      for (const output of wanted) {
+        outputs.add(output);
+      }
     }
     return true;
   }
@@ -63,6 +86,7 @@ export class StatusOutputs implements IDisposable {
    */
   follow(cellId: string, runId: string, base: IStatusData): void {
     this.release(cellId);
+    this._answers.delete(cellId); // a new run: its own answer, if any
     this._followed.set(runId, { cellId, base });
     const view = this._runs.get(runId);
     if (view) {
@@ -106,12 +130,58 @@ export class StatusOutputs implements IDisposable {
     }
     this._isDisposed = true;
     this._runs.changed.disconnect(this._onRun);
+    NotebookActions.executionScheduled.disconnect(this._onScheduled);
   }
+
+  /**
+   * The answer shown under a status: the run's, once it has one; the earlier
+   * one when the server answered without a run (its cells are there).
+   */
+  private _answerFor(
+    cellId: string,
+    data: IStatusData
+  ): { text: string; runId: string | null } | null {
+    const answer = this._answers.get(cellId);
+    if (!answer) {
+      return null;
+    }
+    if (data.state === 'reused') {
+      return answer;
+    }
+    return data.run_id !== null && answer.runId === data.run_id ? answer : null;
+  }
+
+  /**
+   * A `%%ci` cell is about to run again (its outputs are about to be
+   * cleared): remember the answer it shows, in case the server answers
+   * without a run.
+   */
+  private readonly _onScheduled = (
+    _sender: unknown,
+    args: { notebook: Notebook; cell: Cell }
+  ): void => {
+    const model = args.cell.model;
+    if (model.type !== 'code' || !isCICell(model.sharedModel.getSource())) {
+      return;
+    }
+    const outputs = (model as ICodeCellModel).outputs;
+    for (let i = 0; i < outputs.length; i++) {
+      const answer = readAnswer(outputs.get(i).toJSON());
+      if (answer) {
+        this._answers.set(model.id, answer);
+        return;
+      }
+    }
+  };
 
   private readonly _onRun = (_sender: RunTracker, view: IRunView): void => {
     const followed = this._followed.get(view.runId);
     if (!followed) {
       return;
+    }
+    const answer = view.finished?.answer;
+    if (answer) {
+      this._answers.set(followed.cellId, { text: answer, runId: view.runId });
     }
     const data = statusFromRun(followed.base, view);
     const previous = this._written.get(followed.cellId);
@@ -127,6 +197,13 @@ export class StatusOutputs implements IDisposable {
   private readonly _index: NotebookIndex;
   private readonly _runs: RunTracker;
   private readonly _written = new Map<string, IStatusData>();
+  /**
+   * The answer under each `%%ci` cell, with the run it came from.
+   */
+  private readonly _answers = new Map<
+    string,
+    { text: string; runId: string | null }
+  >();
   private readonly _followed = new Map<
     string,
     { cellId: string; base: IStatusData }

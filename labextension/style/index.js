@@ -1,3 +1,4 @@
 import './base.css';
 import './notebook.css';
 import './chat.css';
+import './actions.css';

@@ -117,7 +117,8 @@ def messages(page: Any, role: str) -> list[str]:
     )
     found: list[str] = page.evaluate(
         '([sel, role]) => Array.from(document.querySelectorAll(sel + ` [data-role="${role}"]`))'
-        ".map(e => Array.from(e.children).filter(c => !c.matches('.jp-jupyter-ci-author'))"
+        ".map(e => Array.from(e.children)"
+        ".filter(c => !c.matches('.jp-jupyter-ci-author, .jp-jupyter-ci-answer-actions'))"
         ".map(c => c.innerText).join('\\n').trim() || e.innerText.trim())",
         [PANEL, role],
     )

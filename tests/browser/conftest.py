@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ import pytest
 
 from jupyter_ci.testing import ScriptedModelServer
 
+from ..test_install import build_wheel
 from .lab import ARTIFACTS, Lab, launch_chromium, screenshot, start_lab
 
 #: The model name the shared Lab is configured with (no request reaches a model in these tests).
@@ -100,11 +102,25 @@ def model_lab(
     """A real ``jupyter lab`` whose jupyter-ci talks to the scripted model.
 
     The page exposes the app (``window.jupyterapp``) so tests can read notebook models and
-    run commands by id.
+    run commands by id. Its kernels' ``%pip`` installs only the test package of
+    ``tests/test_install.py``, from a local folder into a folder of this Lab (a missing
+    package's "Install and continue" is real, and nothing reaches the test environment).
     """
     base = tmp_path_factory.mktemp("model-lab")
+    wheels, site = base / "wheels", base / "site"
+    wheels.mkdir()
+    site.mkdir()  # on the kernels' sys.path from the start, so an installed package is found
+    build_wheel(wheels)
+    pip = {
+        "PIP_NO_INDEX": "1",
+        "PIP_FIND_LINKS": str(wheels),
+        "PIP_TARGET": str(site),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])),
+    }
     with start_lab(
-        base, args=model_lab_args(scripted_server, base), env={"JUPYTER_CI_API_KEY": SCRIPTED_KEY}
+        base,
+        args=model_lab_args(scripted_server, base),
+        env={"JUPYTER_CI_API_KEY": SCRIPTED_KEY, **pip},
     ) as running:
         try:
             yield running

@@ -105,9 +105,13 @@ def test_iris_plot_with_one_keyerror_fix(
     assert "petal_len" in fix_request
 
     # The magic cell keeps one status output (the handoff and the queue stop are gone), with a
-    # text/plain line for other frontends.
-    assert len(magic["outputs"]) == 1, magic["outputs"]
-    plain = text_of(magic["outputs"])
+    # text/plain line for other frontends, then the model's answer (Markdown and plain text).
+    assert len(magic["outputs"]) == 2, magic["outputs"]
+    assert magic["outputs"][1]["metadata"]["jupyter_ci"]["answer"] is True
+    answer = magic["outputs"][1]["data"]
+    assert answer["text/plain"] == "The scatter plot shows petal length against petal width."
+    assert answer["text/markdown"] == answer["text/plain"]  # nothing to escape
+    plain = text_of(magic["outputs"][:1])
     assert plain.startswith("jupyter-ci: done — 1 cell, 2 attempts,"), plain
     assert "cost unknown" in plain
 

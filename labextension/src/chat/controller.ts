@@ -5,8 +5,10 @@ import { Contents } from '@jupyterlab/services';
 import { IDisposable } from '@lumino/disposable';
 import { ISignal, Signal } from '@lumino/signaling';
 
+import { editedSource } from '../cellReview';
 import { CIConnection } from '../connection';
 import { NotebookIndex } from '../notebooks';
+import { CellPlacement } from '../placement';
 import type { IPreview, IRunInfo, Mode } from '../protocol';
 import { RunTracker } from '../runs';
 import {
@@ -60,6 +62,7 @@ export class ChatController implements IDisposable {
     this.runs = options.runs;
     this.model = new ChatModel(options.connection, options.runs);
     this.prefs = options.prefs;
+    this.placement = options.placement;
     this._userOptions = options.userOptions;
     this._contents = options.contents ?? null;
     this.index.tracker.currentChanged.connect(this._onCurrent);
@@ -87,6 +90,7 @@ export class ChatController implements IDisposable {
   readonly runs: RunTracker;
   readonly model: ChatModel;
   readonly prefs: PanelPrefs;
+  readonly placement: CellPlacement;
 
   /**
    * Emitted whenever something the panel shows changes.
@@ -215,7 +219,9 @@ export class ChatController implements IDisposable {
   }
 
   /**
-   * Answer a cell waiting for review.
+   * Answer a cell waiting for review. Run sends the user's version: the one
+   * edited in the card, else the cell's code if they changed it in the
+   * notebook.
    */
   async review(
     runId: string,
@@ -223,13 +229,21 @@ export class ChatController implements IDisposable {
     answer: ReviewAnswer
   ): Promise<void> {
     const path = this._state.path;
+    const proposed = this.runs.get(runId)?.review;
+    const source =
+      answer.decision !== 'run'
+        ? null
+        : (answer.source ??
+          (proposed?.cellId === cellId
+            ? editedSource(this.index, path, proposed)
+            : null));
     try {
       await this.connection.request({
         request: 'review',
         run_id: runId,
         cell_id: cellId,
         decision: answer.decision,
-        source: answer.decision === 'run' ? answer.source : null
+        source
       });
     } catch (error) {
       if (path) {
@@ -426,6 +440,32 @@ export class ChatController implements IDisposable {
   }
 
   /**
+   * Insert text (an answer) as a Markdown cell of the bound notebook where
+   * the next request's cells would go, and select it: the next request's
+   * cells then follow it.
+   */
+  insertMarkdown(text: string): void {
+    const panel = this.notebook;
+    const model = panel?.content.model;
+    if (!panel || !model) {
+      return;
+    }
+    const anchor = this._anchor(panel);
+    const found = anchor ? NotebookIndex.cellIn(panel, anchor) : null;
+    const index = found ? found.index + 1 : model.cells.length;
+    model.sharedModel.insertCell(index, {
+      cell_type: 'markdown',
+      source: text
+    });
+    const notebook = panel.content;
+    notebook.activeCellIndex = index;
+    const widget = notebook.widgets[index];
+    if (widget) {
+      void notebook.scrollToCell(widget);
+    }
+  }
+
+  /**
    * Scroll the bound notebook to a cell and select it.
    */
   showCell(cellId: string): void {
@@ -490,10 +530,22 @@ export class ChatController implements IDisposable {
     return buildRequest(panel, {
       text,
       fixCellId,
+      anchorCellId: this._anchor(panel),
       attachments: this._state.attachments,
       prefs: this._state.prefs,
       userOptions: this._userOptions()
     });
+  }
+
+  /**
+   * Where new cells go in the notebook: after the previous run's cells,
+   * unless the user has selected another cell since (`CellPlacement`).
+   */
+  private _anchor(panel: NotebookPanel): string | null {
+    return this.placement.anchor(
+      panel,
+      this.model.runCells(panel.context.path)
+    );
   }
 
   private _attach(path: string, added: Attachment[]): void {
@@ -580,6 +632,10 @@ export namespace ChatController {
     connection: CIConnection;
     runs: RunTracker;
     prefs: PanelPrefs;
+    /**
+     * Where a request's new cells go.
+     */
+    placement: CellPlacement;
     userOptions: () => Record<string, unknown>;
     /**
      * The server's contents (files dropped from the desktop are uploaded).

@@ -1,6 +1,7 @@
 import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import * as React from 'react';
 
+import { AnswerActions } from './answerActions';
 import { ChatController } from './controller';
 import { useFollowNewest } from './follow';
 import { ICodeActions, Markdown } from './markdown';
@@ -103,6 +104,11 @@ function Entry(props: {
             rendermime={rendermime}
             actions={actions}
           />
+          {entry.streaming ? null : (
+            <AnswerActions
+              onInsert={() => controller.insertMarkdown(entry.text)}
+            />
+          )}
         </div>
       );
     case 'notice':

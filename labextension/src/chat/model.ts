@@ -176,6 +176,21 @@ export class ChatModel implements IDisposable {
     return entry && entry.kind === 'run' ? entry.progress : null;
   }
 
+  /**
+   * The cells of each run the conversation of `path` shows, newest run
+   * first (where the next request's cells go depends on them).
+   */
+  runCells(path: string): string[][] {
+    const entries = this._views.get(path)?.entries ?? [];
+    const cells: string[][] = [];
+    for (const entry of entries) {
+      if (entry.kind === 'run') {
+        cells.unshift(entry.progress.cells.map(cell => cell.cellId));
+      }
+    }
+    return cells;
+  }
+
   dispose(): void {
     if (this._isDisposed) {
       return;

@@ -7,6 +7,7 @@ import { ISettingRegistry } from '@jupyterlab/settingregistry';
 
 import { CIConnection } from '../connection';
 import { NotebookIndex } from '../notebooks';
+import { CellPlacement } from '../placement';
 import { RunTracker } from '../runs';
 import { jupyterCIIcon } from '../icons';
 import { ChatController } from './controller';
@@ -31,6 +32,7 @@ export interface IChatOptions {
   index: NotebookIndex;
   connection: CIConnection;
   runs: RunTracker;
+  placement: CellPlacement;
   rendermime: IRenderMimeRegistry;
   registry: ISettingRegistry | null;
   settingsPluginId: string;
@@ -53,6 +55,7 @@ export function addChatPanel(
     index: options.index,
     connection: options.connection,
     runs: options.runs,
+    placement: options.placement,
     prefs,
     userOptions: options.userOptions,
     contents: app.serviceManager.contents

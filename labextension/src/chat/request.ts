@@ -27,6 +27,10 @@ export interface IRequestInput {
    * The cell to fix in place ("Fix with jupyter-ci"), or null.
    */
   fixCellId: string | null;
+  /**
+   * The cell the new cells go after (see `CellPlacement`).
+   */
+  anchorCellId: string | null;
   attachments: readonly Attachment[];
   prefs: IPanelPrefs;
   userOptions: Record<string, unknown>;
@@ -35,7 +39,7 @@ export interface IRequestInput {
 /**
  * The request for a notebook: attached cells and files go by their ids and
  * paths (the server reads and describes them), the panel's choices
- * as the request's own options; new cells go below the active cell. Null
+ * as the request's own options; new cells go after `anchorCellId`. Null
  * when the notebook has no kernel.
  */
 export async function buildRequest(
@@ -72,9 +76,7 @@ export async function buildRequest(
     kernel_id: kernel.id,
     prompt: input.text,
     options,
-    anchor_cell_id: input.fixCellId
-      ? null
-      : (panel.content.activeCell?.model.id ?? null),
+    anchor_cell_id: input.fixCellId ? null : input.anchorCellId,
     fix_cell_id: input.fixCellId,
     attachments: files,
     attached_cell_ids: cellIds,

@@ -1,6 +1,7 @@
 import { Button } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
+import { reviewWords } from '../cellReview';
 import type { IProposal } from './steps';
 
 /**
@@ -36,14 +37,19 @@ export function diffLines(proposal: IProposal): string[] {
 
 /**
  * A cell waiting for review: its diff, and Run, Edit and Reject (give it a
- * new `key` for each proposal, so its state starts afresh).
+ * new `key` for each proposal, so its state starts afresh). For a missing
+ * package's `%pip install` cell (`reason` `missing_package`): Install and
+ * continue, Edit, Don't install.
  */
 export function ReviewCard(props: {
   proposal: IProposal;
+  reason: string;
   onAnswer: (answer: ReviewAnswer) => void;
   onShowCell: () => void;
 }): React.ReactElement {
-  const { proposal, onAnswer, onShowCell } = props;
+  const { proposal, reason, onAnswer, onShowCell } = props;
+  const install = reason === 'missing_package';
+  const words = reviewWords(reason);
   const [editing, setEditing] = React.useState(false);
   const [source, setSource] = React.useState(proposal.source);
   const [sent, setSent] = React.useState(false);
@@ -60,7 +66,11 @@ export function ReviewCard(props: {
       aria-label="A cell waits for your review"
     >
       <div className="jp-jupyter-ci-review-title">
-        {proposal.diff.trim() ? 'Review this fix' : 'Review this cell'}{' '}
+        {install
+          ? 'A package is missing: install it and continue?'
+          : proposal.diff.trim()
+            ? 'Review this fix'
+            : 'Review this cell'}{' '}
         <button
           type="button"
           className="jp-jupyter-ci-link"
@@ -94,8 +104,9 @@ export function ReviewCard(props: {
           className="jp-jupyter-ci-button jp-mod-styled jp-mod-accept"
           data-testid="jupyter-ci-review-run"
           aria-label={
-            editing ? 'Run your version of the cell' : 'Run this cell'
+            editing ? words.runEdited.description : words.run.description
           }
+          title={editing ? words.runEdited.description : words.run.description}
           disabled={sent}
           onClick={() =>
             answer({
@@ -104,7 +115,7 @@ export function ReviewCard(props: {
             })
           }
         >
-          Run
+          {words.run.label}
         </Button>
         {!editing && (
           <Button
@@ -112,7 +123,8 @@ export function ReviewCard(props: {
             className="jp-jupyter-ci-button"
             minimal
             data-testid="jupyter-ci-review-edit"
-            aria-label="Edit the cell before running it"
+            aria-label={words.edit.description}
+            title={words.edit.description}
             disabled={sent}
             onClick={() => setEditing(true)}
           >
@@ -123,11 +135,12 @@ export function ReviewCard(props: {
           type="button"
           className="jp-jupyter-ci-button jp-mod-styled jp-mod-warn"
           data-testid="jupyter-ci-review-reject"
-          aria-label="Reject this cell without running it"
+          aria-label={words.reject.description}
+          title={words.reject.description}
           disabled={sent}
           onClick={() => answer({ decision: 'reject' })}
         >
-          Reject
+          {words.reject.label}
         </Button>
       </div>
     </section>

@@ -65,6 +65,7 @@ export function RunSteps(props: {
         <ReviewCard
           key={`${progress.review.cellId}-${progress.attempt}`}
           proposal={controller.withCellSource(progress.review)}
+          reason={progress.reason}
           onShowCell={() => controller.showCell(progress.review!.cellId)}
           onAnswer={answer =>
             void controller.review(

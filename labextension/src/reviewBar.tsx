@@ -1,0 +1,132 @@
+import { Cell } from '@jupyterlab/cells';
+import { Button, ReactWidget } from '@jupyterlab/ui-components';
+import * as React from 'react';
+
+/**
+ * What a review control says: its text, and its accessible name (also its
+ * tooltip).
+ */
+interface IWord {
+  label: string;
+  description: string;
+}
+
+/**
+ * The review controls on a cell that a run waits on: a line saying so, then
+ * Run (or Install and continue), Edit and Reject (or Don't install). Real
+ * buttons, in the page's tab order, each with an accessible name. Run's name
+ * says when it runs the user's version of the cell.
+ */
+export class ReviewBar extends ReactWidget {
+  constructor(options: ReviewBar.IOptions) {
+    super();
+    this._options = options;
+    this.addClass('jp-jupyter-ci-ReviewBar');
+    this.node.dataset.testid = 'jupyter-ci-cell-review';
+    this.node.setAttribute('role', 'group');
+    this.node.setAttribute('aria-label', options.words.title);
+    options.cell.model.contentChanged.connect(this._onContent);
+  }
+
+  /**
+   * Say that an answer is on its way ('sent…') or that the user runs the
+   * cell ('running…'): the buttons are disabled meanwhile. Null: ready.
+   */
+  setBusy(busy: string | null): void {
+    if (busy !== this._busy) {
+      this._busy = busy;
+      this.update();
+    }
+  }
+
+  dispose(): void {
+    if (this.isDisposed) {
+      return;
+    }
+    this._options.cell.model.contentChanged.disconnect(this._onContent);
+    super.dispose();
+  }
+
+  protected render(): React.ReactElement {
+    const { words, cell, proposed, onRun, onEdit, onReject } = this._options;
+    const edited = cell.model.sharedModel.getSource() !== proposed;
+    const run = edited ? words.runEdited : words.run;
+    const busy = this._busy;
+    return (
+      <>
+        <span className="jp-jupyter-ci-ReviewBar-title">
+          {words.title}
+          {busy ? ` (${busy})` : ''}
+        </span>
+        {(
+          [
+            ['run', run, onRun],
+            ['edit', words.edit, onEdit],
+            ['reject', words.reject, onReject]
+          ] as const
+        ).map(([kind, word, onClick]) => (
+          <ReviewButton
+            key={kind}
+            word={word}
+            kind={kind}
+            disabled={busy !== null}
+            onClick={onClick}
+          />
+        ))}
+      </>
+    );
+  }
+
+  private readonly _onContent = (): void => {
+    this.update();
+  };
+
+  private readonly _options: ReviewBar.IOptions;
+  private _busy: string | null = null;
+}
+
+function ReviewButton(props: {
+  word: IWord;
+  kind: 'run' | 'edit' | 'reject';
+  disabled: boolean;
+  onClick: () => void;
+}): React.ReactElement {
+  const { word, kind, disabled, onClick } = props;
+  return (
+    <Button
+      small
+      className={`jp-jupyter-ci-ReviewBar-button jp-jupyter-ci-ReviewBar-${kind}`}
+      data-testid={`jupyter-ci-cell-review-${kind}`}
+      title={word.description}
+      aria-label={word.description}
+      disabled={disabled}
+      onClick={onClick}
+    >
+      {word.label}
+    </Button>
+  );
+}
+
+/**
+ * The namespace for `ReviewBar` statics.
+ */
+export namespace ReviewBar {
+  export interface IOptions {
+    words: {
+      title: string;
+      run: IWord;
+      runEdited: IWord;
+      edit: IWord;
+      reject: IWord;
+    };
+    /**
+     * The code the run proposed (the cell's code differs once the user edits
+     * it).
+     */
+    proposed: string;
+    cell: Cell;
+    onRun: () => void;
+    onEdit: () => void;
+    onReject: () => void;
+  }
+}
