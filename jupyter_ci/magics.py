@@ -509,11 +509,8 @@ def run_here(
         print(f"jupyter-ci: internal error: {type(error).__name__}: {error}")
         return result.code
     outcome = result.outcome
-    if outcome.answer:
-        # The answer stays in the notebook under the cell, rendered, with a plain-text twin.
-        from IPython.display import display
-
-        display({"text/markdown": outcome.answer, "text/plain": outcome.answer}, raw=True)  # type: ignore[no-untyped-call]
+    # The answer was printed as it came (the progress view's text, saved with the cell): not
+    # displayed again as Markdown, which this kernel's frontend would render as trusted HTML.
     print(outcome.status_line())
     if outcome.error is not None and not outcome.ok and outcome.reason != "user":
         print(f"jupyter-ci: {outcome.error.message}\n{outcome.error.hint}".rstrip())

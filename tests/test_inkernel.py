@@ -129,13 +129,9 @@ def test_nbclient_notebook_uses_the_generated_variables() -> None:
     assert 'value = data["petal_len"]\n' not in last
     assert last.rstrip().endswith(f"Request: {prompt}\nsecond line with $x")
     assert "Nothing to run." in text_of(notebook.cells[6])
-    # The answer stays under the cell, rendered (Markdown) with a plain-text twin.
-    answers = [
-        out["data"]
-        for out in notebook.cells[6].outputs
-        if out["output_type"] == "display_data" and "text/markdown" in out.get("data", {})
-    ]
-    assert answers == [{"text/markdown": "Nothing to run.", "text/plain": "Nothing to run."}]
+    # The answer stays under the cell as text (saved); never as Markdown, which JupyterLab
+    # would render as trusted HTML.
+    assert not [o for o in notebook.cells[6].outputs if "text/markdown" in o.get("data", {})]
 
 
 @pytest.fixture
@@ -223,10 +219,7 @@ def test_a_stamped_request_without_a_cell_runs_here(shell: InteractiveShell) -> 
     with ScriptedModelServer([Reply.text("Hello.")]) as server, capture_output() as captured:
         shell.run_cell(f"%%ci --model openai/scripted --api-base {server.base_url} hi\n")
     assert "Hello." in captured.stdout
-    # The answer stays under the cell, rendered, with its plain-text twin; nothing else shows.
-    assert [o.data for o in captured.outputs] == [
-        {"text/markdown": "Hello.", "text/plain": "Hello."}
-    ]
+    assert not captured.outputs
 
 
 def _request(session: str, metadata: dict[str, Any] | None) -> dict[str, Any]:
@@ -493,11 +486,7 @@ def test_progress_view_follows_the_frontend() -> None:
             closed = {m["content"]["comm_id"] for m in lab if m["msg_type"] == "comm_close"}
             assert closed == {m["content"]["comm_id"] for m in comms}
             shown = [m for m in lab if m["msg_type"] == "display_data"]
-            assert len(shown) == 2  # the widget box, then the answer as Markdown
-            assert shown[1]["content"]["data"] == {
-                "text/markdown": "Fixed the column name.",
-                "text/plain": "Fixed the column name.",
-            }
+            assert len(shown) == 1
             assert WIDGET_VIEW in shown[0]["content"]["data"]
             assert shown[0]["content"]["data"]["text/plain"] == WIDGET_FALLBACK_TEXT
             display_id = shown[0]["content"]["transient"]["display_id"]
@@ -533,8 +522,7 @@ def test_progress_view_follows_the_frontend() -> None:
             for metadata in (None, CONSOLE):
                 plain = _execute(kc, "%%ci anything to do?\n", metadata)
                 assert not _widget_comms(plain)
-                [answer] = [m for m in plain if m["msg_type"] == "display_data"]
-                assert answer["content"]["data"]["text/markdown"] == "Nothing to run."
+                assert not [m for m in plain if m["msg_type"] == "display_data"]
                 assert "jupyter-ci: asking openai/scripted ..." in _stdout(plain)
                 assert "Nothing to run." in _stdout(plain)
 
@@ -590,17 +578,14 @@ def test_forced_widgets_in_nbclient_and_the_silent_fallback() -> None:
     assert "done" in labels
     first = notebook.cells[2]
     assert [o.data for o in first.outputs if o.output_type == "display_data"] == [
-        {"text/plain": ""},
-        {"text/markdown": "Done.", "text/plain": "Done."},
+        {"text/plain": ""}
     ]
     assert "a is 1" in text_of(first)
     assert "jupyter-ci: done — 1 cell, 1 attempt" in text_of(first)
     assert "jupyter-ci: running cell" not in text_of(first)
     # Without ipywidgets: text progress, no error, nothing said about widgets.
     second = notebook.cells[4]
-    assert [o.data for o in second.outputs if o.output_type == "display_data"] == [
-        {"text/markdown": "Done.", "text/plain": "Done."}
-    ]
+    assert not [o for o in second.outputs if o.output_type == "display_data"]
     assert "jupyter-ci: running cell 1 (attempt 1/3)" in text_of(second)
     assert "jupyter-ci: done — 1 cell, 1 attempt" in text_of(second)
     assert "widget" not in text_of(second)
