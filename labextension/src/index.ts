@@ -28,6 +28,7 @@ import { addRunIndicator } from './runIndicator';
 import { RunTracker } from './runs';
 import { UserSettings } from './settings';
 import { StatusOutputs } from './statusOutput';
+import { fileOpener } from './files';
 import { statusRendererFactory } from './statusRenderer';
 import { SourceStreamer } from './streaming';
 import { CallTimings } from './timings';
@@ -109,7 +110,9 @@ const notebookPlugin: JupyterFrontEndPlugin<void> = {
       notebookPaths: () => index?.openPaths() ?? []
     });
     const runs = new RunTracker(connection);
-    rendermime.addFactory(statusRendererFactory(runs));
+    rendermime.addFactory(
+      statusRendererFactory(runs, fileOpener(app.commands))
+    );
     rendermime.addFactory(handoffRendererFactory);
     if (!index) {
       return;

@@ -3,6 +3,7 @@ import { ISignal, Signal } from '@lumino/signaling';
 
 import { CIConnection } from './connection';
 import type {
+  IChangedFile,
   IErrorInfo,
   IFinishedEvent,
   IRunInfo,
@@ -77,6 +78,11 @@ export interface IRunView {
    */
   message: string | null;
   error: IErrorInfo | null;
+  /**
+   * The files the run's cells created or changed so far (its latest `files`
+   * event; paths relative to the notebook's folder).
+   */
+  files: IChangedFile[];
   finished: IFinishedEvent | null;
   /**
    * 0 while the kernel's active run; 1, 2, ... while queued; null when not
@@ -207,7 +213,8 @@ export class RunTracker implements IDisposable {
         message: null,
         error: null,
         finished: null,
-        position: null
+        position: null,
+        files: []
       };
       this._views.set(runId, view);
       if (this._views.size > Private.MAX_RUNS) {
@@ -294,6 +301,9 @@ export class RunTracker implements IDisposable {
         break;
       case 'usage':
         view.usage = event.usage;
+        break;
+      case 'files':
+        view.files = event.files;
         break;
       case 'finished':
         view.finished = event;

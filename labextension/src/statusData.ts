@@ -3,7 +3,13 @@ import type { PartialJSONObject } from '@lumino/coreutils';
 
 import { STATUS_MIME } from './protocol';
 import { TERMINAL_RUN_STATE_VALUES } from './protocol';
-import type { IErrorInfo, IRunSummary, RunState } from './protocol';
+import type {
+  IChangedFile,
+  IErrorInfo,
+  IRunSummary,
+  RunState
+} from './protocol';
+import { filesLine, notebookFolder } from './files';
 import type { IRunView } from './runs';
 
 /**
@@ -41,6 +47,16 @@ export interface IStatusData {
    * What happened to the cells after this one that the handoff stopped.
    */
   continuation: string | null;
+  /**
+   * The files the run's cells created or changed (paths relative to the
+   * notebook's folder); null or absent when none.
+   */
+  files?: IChangedFile[] | null;
+  /**
+   * The notebook's folder (from the server's root) when the files were
+   * listed: where their paths start.
+   */
+  files_folder?: string | null;
 }
 
 /**
@@ -69,6 +85,8 @@ export function makeStatus(fields: Partial<IStatusData>): IStatusData {
     error: null,
     note: null,
     continuation: null,
+    files: null,
+    files_folder: null,
     ...fields
   };
   data.text = statusLine(data);
@@ -93,7 +111,9 @@ export function statusFromRun(base: IStatusData, run: IRunView): IStatusData {
     attempt: run.attempt?.attempt ?? base.attempt,
     max_attempts: run.attempt?.maxAttempts ?? base.max_attempts,
     summary: run.finished?.summary ?? null,
-    error: run.finished?.error ?? null
+    error: run.finished?.error ?? null,
+    files: run.files.length ? run.files : (base.files ?? null),
+    files_folder: notebookFolder(run.notebookPath) ?? base.files_folder ?? null
   });
 }
 
@@ -156,6 +176,10 @@ export function statusPlainText(data: IStatusData): string {
   }
   if (data.continuation) {
     lines.push(data.continuation);
+  }
+  const files = filesLine(data.files ?? null);
+  if (files) {
+    lines.push(files);
   }
   return lines.join('\n');
 }

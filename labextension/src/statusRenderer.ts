@@ -4,6 +4,7 @@ import { Widget } from '@lumino/widgets';
 import { STATUS_MIME } from './protocol';
 import { RequestRefusedError } from './connection';
 import { FocusOrigin } from './focusReturn';
+import { FileOpener, filesList } from './files';
 import { IRunView, RunTracker } from './runs';
 import {
   IStatusData,
@@ -21,9 +22,10 @@ import {
  * is reopened.
  */
 export class StatusRenderer extends Widget implements IRenderMime.IRenderer {
-  constructor(runs: RunTracker) {
+  constructor(runs: RunTracker, open: FileOpener) {
     super();
     this._runs = runs;
+    this._open = open;
     this.addClass('jp-jupyter-ci-Status');
     this.node.dataset.testid = 'jupyter-ci-status-output';
     this._line = document.createElement('div');
@@ -109,6 +111,11 @@ export class StatusRenderer extends Widget implements IRenderMime.IRenderer {
     this._detail.replaceChildren(
       ...Private.details(data, view, running, active, this._runs)
     );
+    if (data.files && data.files.length > 0) {
+      this._detail.append(
+        filesList(data.files, data.files_folder ?? null, this._open)
+      );
+    }
   }
 
   private _onStop(): void {
@@ -138,6 +145,7 @@ export class StatusRenderer extends Widget implements IRenderMime.IRenderer {
   }
 
   private readonly _runs: RunTracker;
+  private readonly _open: FileOpener;
   private readonly _line: HTMLDivElement;
   private readonly _detail: HTMLDivElement;
   private readonly _stop: HTMLButtonElement;
@@ -150,13 +158,14 @@ export class StatusRenderer extends Widget implements IRenderMime.IRenderer {
  * The factory of status renderers.
  */
 export function statusRendererFactory(
-  runs: RunTracker
+  runs: RunTracker,
+  open: FileOpener
 ): IRenderMime.IRendererFactory {
   return {
     safe: true,
     mimeTypes: [STATUS_MIME],
     defaultRank: 20,
-    createRenderer: () => new StatusRenderer(runs)
+    createRenderer: () => new StatusRenderer(runs, open)
   };
 }
 

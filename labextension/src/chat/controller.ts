@@ -7,6 +7,7 @@ import { ISignal, Signal } from '@lumino/signaling';
 
 import { editedSource } from '../cellReview';
 import { CIConnection } from '../connection';
+import { FileOpener, notebookFolder } from '../files';
 import { NotebookIndex } from '../notebooks';
 import { CellPlacement } from '../placement';
 import type { IPreview, IRunInfo, Mode } from '../protocol';
@@ -65,6 +66,7 @@ export class ChatController implements IDisposable {
     this.placement = options.placement;
     this._userOptions = options.userOptions;
     this._contents = options.contents ?? null;
+    this._openFile = options.openFile ?? null;
     this.index.tracker.currentChanged.connect(this._onCurrent);
     this.index.pathsChanged.connect(this._onCurrent);
     this.connection.runsChanged.connect(this._onRuns);
@@ -466,6 +468,20 @@ export class ChatController implements IDisposable {
   }
 
   /**
+   * The folder where the bound notebook's runs' file paths start.
+   */
+  filesFolder(): string | null {
+    return notebookFolder(this._state.path);
+  }
+
+  /**
+   * Open a file (its path from the server's root) in JupyterLab.
+   */
+  openFile(path: string): void {
+    this._openFile?.(path);
+  }
+
+  /**
    * Scroll the bound notebook to a cell and select it.
    */
   showCell(cellId: string): void {
@@ -616,6 +632,7 @@ export class ChatController implements IDisposable {
 
   private readonly _userOptions: () => Record<string, unknown>;
   private readonly _contents: Contents.IManager | null;
+  private readonly _openFile: FileOpener | null;
   private readonly _drafts = new Map<string, string>();
   private readonly _attachments = new Map<string, Attachment[]>();
   private _state: IChatState;
@@ -641,5 +658,9 @@ export namespace ChatController {
      * The server's contents (files dropped from the desktop are uploaded).
      */
     contents?: Contents.IManager;
+    /**
+     * Opens a file in JupyterLab (the files a run wrote).
+     */
+    openFile?: FileOpener;
   }
 }

@@ -5,6 +5,7 @@ import { NotebookActions } from '@jupyterlab/notebook';
 import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 
+import { fileOpener } from '../files';
 import { CIConnection } from '../connection';
 import { NotebookIndex } from '../notebooks';
 import { CellPlacement } from '../placement';
@@ -58,7 +59,8 @@ export function addChatPanel(
     placement: options.placement,
     prefs,
     userOptions: options.userOptions,
-    contents: app.serviceManager.contents
+    contents: app.serviceManager.contents,
+    openFile: fileOpener(app.commands)
   });
   const panel = new ChatPanel({ controller, rendermime: options.rendermime });
   panel.disposed.connect(() => controller.dispose());

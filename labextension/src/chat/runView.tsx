@@ -4,6 +4,7 @@ import * as React from 'react';
 import { ChatController } from './controller';
 import { ICodeActions } from './markdown';
 import { ReviewCard } from './review';
+import { RunFiles } from './runFiles';
 import { RunCells } from './runCells';
 import { IRunProgress, usageLine } from './steps';
 
@@ -56,6 +57,13 @@ export function RunSteps(props: {
         actions={actions}
         onShowCell={cellId => controller.showCell(cellId)}
       />
+      {progress.files.length > 0 ? (
+        <RunFiles
+          files={progress.files}
+          folder={controller.filesFolder()}
+          onOpen={path => controller.openFile(path)}
+        />
+      ) : null}
       {progress.error ? (
         <div className="jp-jupyter-ci-error" role="alert">
           {progress.error}

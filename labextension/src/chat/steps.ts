@@ -2,6 +2,7 @@ import { CELL_STATUS_TITLES, END_REASON_TITLES } from '../protocol';
 import type {
   EndReason,
   ICellUpdatedEvent,
+  IChangedFile,
   IUsage,
   RunEvent,
   RunState,
@@ -71,6 +72,11 @@ export interface IRunProgress {
   writing: IWriting | null;
   usage: IUsage | null;
   /**
+   * The files the run's cells created or changed (paths relative to the
+   * notebook's folder).
+   */
+  files: IChangedFile[];
+  /**
    * The cell waiting for the user's review, while the run waits.
    */
   review: IProposal | null;
@@ -96,6 +102,7 @@ export function emptyProgress(runId: string): IRunProgress {
     cells: [],
     writing: null,
     usage: null,
+    files: [],
     review: null,
     proposal: null,
     maxAttempts: 1,
@@ -252,6 +259,9 @@ export function applyEvent(
     }
     case 'usage':
       next.usage = event.usage;
+      break;
+    case 'files':
+      next.files = event.files;
       break;
     case 'finished': {
       next.finished = true;
