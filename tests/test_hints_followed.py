@@ -5,11 +5,9 @@ tests/lab/test_hints.py."""
 
 from __future__ import annotations
 
-import os
 import re
 import stat
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,18 +16,7 @@ import pytest
 from jupyter_ci.testing import Reply, ScriptedModelServer
 
 from .loop_support import write_notebook
-
-
-def ci_run(*args: str) -> subprocess.CompletedProcess[str]:
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTER_CI_")}
-    return subprocess.run(
-        [sys.executable, "-m", "jupyter", "ci", "run", *args],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-        env=environment,
-    )
+from .test_cli_run import ci_run
 
 
 @pytest.fixture
