@@ -186,12 +186,30 @@ def open_lab(page: Any, lab: Lab) -> None:
     page.locator(".jp-Launcher").first.wait_for(state="visible", timeout=60_000)
 
 
+def search_palette(page: Any, text: str, attempts: int = 3) -> Any:
+    """Open the command palette by keyboard and type ``text`` in it; its input's locator.
+
+    The palette closes when it loses the focus: a focus change JupyterLab makes late (a
+    notebook settling after it opened) can close it before the text is in. It is opened again
+    then, at most ``attempts`` times.
+    """
+    palette = page.locator("#command-palette input.lm-CommandPalette-input")
+    for attempt in range(attempts):
+        page.keyboard.press("Control+Shift+c")
+        palette.wait_for(state="visible")
+        try:
+            palette.fill(text, timeout=10_000)
+        except Exception:
+            if attempt == attempts - 1:
+                raise
+            continue
+        return palette
+    raise AssertionError("unreachable")
+
+
 def run_command(page: Any, label: str) -> None:
     """Run a command by its label through the command palette (as a keyboard user would)."""
-    page.keyboard.press("Control+Shift+c")
-    palette = page.locator("#command-palette input.lm-CommandPalette-input")
-    palette.wait_for(state="visible")
-    palette.fill(label)
+    search_palette(page, label)
     item = page.locator("#command-palette .lm-CommandPalette-item", has_text=label).first
     item.wait_for(state="visible")
     item.click()

@@ -21,7 +21,7 @@ from .chat import (
     wait_run_state,
 )
 from .contrast import low_contrast, measure
-from .lab import Lab
+from .lab import Lab, search_palette
 from .notebooks import (
     TERMINAL,
     cells,
@@ -83,10 +83,7 @@ def test_opening_the_panel_puts_the_focus_in_its_request_box(
     focus_notebook(page, path, 0)
 
     # From the command palette, by keyboard only.
-    page.keyboard.press("Control+Shift+c")
-    palette = page.locator("#command-palette input.lm-CommandPalette-input")
-    palette.wait_for(state="visible")
-    palette.fill("Open jupyter-ci panel")
+    palette = search_palette(page, "Open jupyter-ci panel")
     item = page.locator("#command-palette .lm-CommandPalette-item", has_text="Open jupyter-ci")
     item.first.wait_for()
     page.keyboard.press("Enter")
