@@ -5,7 +5,10 @@ kernel's working folder (the notebook's folder unless the code changed it): ever
 and modification time, read by :data:`SNAPSHOT_SOURCE` inside the kernel, as the variables are
 (a ``user_expressions`` entry of a silent, empty request: nothing in ``In``/``Out``, the history
 or the user's namespace). The loop compares each snapshot with the first (:func:`changed_files`)
-and says the list in a ``files`` event when it changed.
+and says the list in a ``files`` event when it changed. The check after a cell runs in the
+background while the model writes the next step (:meth:`FileWatch.check_soon`); the next cell, and
+the run's end, wait for it first (:meth:`FileWatch.settle`), so the list is said before the cell
+that follows runs and before the run's ``finished``.
 
 What is looked at is bounded, so that a run in a big folder costs little: folders down to
 :data:`MAX_DEPTH` levels, not hidden ones (a leading ``.``) nor caches and environments
@@ -15,6 +18,7 @@ that already existed are left out (JupyterLab saves them itself).
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -175,6 +179,7 @@ class FileWatch:
         self._emit = emit
         self._first: Snapshot | None = None
         self._started = False
+        self._pending: asyncio.Future[None] | None = None
         self.changed: list[dict[str, Any]] = []
 
     async def start(self) -> None:
@@ -195,6 +200,23 @@ class FileWatch:
         if changed != self.changed:
             self.changed = changed
             self._emit("files", files=changed)
+
+    def check_soon(self) -> None:
+        """Start :meth:`check` in the background: the model's next call need not wait for it."""
+        if self._first is not None and self._pending is None:
+            self._pending = asyncio.ensure_future(self.check())
+
+    async def settle(self, drop: bool = False) -> None:
+        """Wait for the check :meth:`check_soon` started, if any; ``drop`` cancels it instead
+        (the run was stopped, or its kernel or tab is gone: nothing to wait for)."""
+        task, self._pending = self._pending, None
+        if task is None:
+            return
+        if drop:
+            task.cancel()
+        await asyncio.wait({task})  # never raises the task's own cancel into this one
+        if not task.cancelled():
+            task.result()  # a bug of ours is raised, never lost
 
     async def _snapshot(self, root: str | None) -> Snapshot | None:
         try:

@@ -61,6 +61,10 @@ STOP_INTERRUPTS = 5
 FIX_CONTEXT_TIMEOUT = 15.0
 
 
+#: End reasons after which nothing more is asked of the kernel: it or the tab is gone.
+_KERNEL_OR_TAB_GONE = frozenset({"kernel_died", "notebook_unavailable"})
+
+
 class AgentRun(Reviewing):
     """One run of the loop. Create it, ``await run()``; ``stop()`` ends it from outside.
 
@@ -142,32 +146,34 @@ class AgentRun(Reviewing):
                 )
                 self._move(RunState.GENERATING)
         except _Finish as finish:
-            return self._end(finish.state, finish.reason, finish.error, finish.answer or answer)
+            return await self._end(
+                finish.state, finish.reason, finish.error, finish.answer or answer
+            )
         except asyncio.CancelledError:
             if not self._stopping:
                 raise
-            return self._end_stopped(answer)
+            return await self._end_stopped(answer)
         except StoppedByUser as err:
-            return self._end_stopped(answer, err)
+            return await self._end_stopped(answer, err)
         except KernelDied as err:
             if self._stopping:
-                return self._end_stopped(answer, err)
-            return self._end(RunState.FAILED, "kernel_died", err, answer)
+                return await self._end_stopped(answer, err)
+            return await self._end(RunState.FAILED, "kernel_died", err, answer)
         except Disconnected as err:
-            return self._end(RunState.STOPPED, "disconnected", err, answer)
+            return await self._end(RunState.STOPPED, "disconnected", err, answer)
         except NotebookUnavailable as err:
-            return self._end(RunState.FAILED, "notebook_unavailable", err, answer)
+            return await self._end(RunState.FAILED, "notebook_unavailable", err, answer)
         except BudgetExceeded as err:
-            return self._end(RunState.FAILED, "budget_exceeded", err, answer)
+            return await self._end(RunState.FAILED, "budget_exceeded", err, answer)
         except ModelError as err:
-            return self._end(RunState.FAILED, "model_error", err, answer)
+            return await self._end(RunState.FAILED, "model_error", err, answer)
         except ConfigError as err:
-            return self._end(RunState.FAILED, "config_error", err, answer)
+            return await self._end(RunState.FAILED, "config_error", err, answer)
         except BadCodeBlock as err:
-            return self._end(RunState.FAILED, "bad_code_block", err, answer)
+            return await self._end(RunState.FAILED, "bad_code_block", err, answer)
         except Exception as exc:  # a bug of ours: reported, never hidden
             error = InternalError(f"{type(exc).__name__}: {exc}")
-            return self._end(RunState.FAILED, "internal_error", error, answer)
+            return await self._end(RunState.FAILED, "internal_error", error, answer)
 
     def _check_mode(self) -> None:
         if self.settings.mode == "review" and self.approve is None:
@@ -313,16 +319,18 @@ class AgentRun(Reviewing):
 
     # --- the end ------------------------------------------------------------------------------
 
-    def _end_stopped(self, answer: str, error: JupyterCIError | None = None) -> RunOutcome:
+    async def _end_stopped(self, answer: str, error: JupyterCIError | None = None) -> RunOutcome:
         """End as asked: stopped, with the reason and error :meth:`stop` was given."""
         error = self._stop_error or error or StoppedByUser()
-        return self._end(RunState.STOPPED, self._stop_reason, error, answer)
+        return await self._end(RunState.STOPPED, self._stop_reason, error, answer)
 
-    def _end(
+    async def _end(
         self, state: RunState, reason: str, error: JupyterCIError | None, answer: str
     ) -> RunOutcome:
         if self._interrupt_task is not None and not self._interrupt_task.done():
             self._interrupt_task.cancel()  # no cell runs any more: no further interrupts
+        # The last cell's files are part of the record, unless the kernel or the tab is gone.
+        await self.files.settle(drop=state is RunState.STOPPED or reason in _KERNEL_OR_TAB_GONE)
         if self.machine.state is RunState.QUEUED and state is RunState.DONE:
             self._move(RunState.GENERATING)
         outcome = RunOutcome(

@@ -173,6 +173,7 @@ class RunBase:
         self.emit(
             "attempt", cell_id=cell_id, attempt=attempt, max_attempts=self.settings.max_attempts
         )
+        await self.files.settle()
         await self.files.start()
         self.emit("execution_started", cell_id=cell_id, attempt=attempt)
         self._executing = True
@@ -206,7 +207,7 @@ class RunBase:
             duration=execution.duration,
         )
         self._end_if_over(execution.status)
-        await self.files.check()
+        self.files.check_soon()
         return execution, digest
 
     def _end_if_over(self, status: CellStatus) -> None:

@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import sys
 import threading
 import time
 from collections.abc import Iterable
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from .handler import ScriptedHandler
 from .recording import RecordedRequest, RequestLog
@@ -51,6 +53,13 @@ class ScriptedHTTPServer(ThreadingHTTPServer):
         self._connections: dict[socket.socket, threading.Thread] = {}
         self._connections_lock = threading.Lock()
         super().__init__(address, ScriptedHandler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that closed its kept-alive connection (litellm's pool does) is not an
+        error worth a traceback; anything else is printed as ``http.server`` does."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
     def track(self, connection: socket.socket) -> None:
         """Remember an open connection and the thread serving it."""
