@@ -1,0 +1,122 @@
+"""Calls: what the server asks of the tab that owns a run, and the tab's replies (see
+:mod:`jupyter_ci.protocol`)."""
+
+# No `from __future__ import annotations`: TypedDict reads NotRequired[...] at class creation.
+
+from typing import Any, Literal
+
+from typing_extensions import NotRequired, TypedDict
+
+from .records import CellInfo, ErrorInfo, ReplyStatusName
+
+
+class CallBase(TypedDict):
+    """Fields every call carries: it names the notebook, never "the active one"."""
+
+    call_id: str
+    run_id: str
+    notebook_path: str
+
+
+class ReadCellsCall(CallBase):
+    """Read all cells."""
+
+    method: Literal["read_cells"]
+
+
+class InsertCellCall(CallBase):
+    """Insert a code cell after a cell id."""
+
+    method: Literal["insert_cell"]
+    after_id: str | None
+    source: str
+    metadata: dict[str, Any]
+
+
+class AppendSourceCall(CallBase):
+    """Append streamed text to a cell."""
+
+    method: Literal["append_source"]
+    cell_id: str
+    text: str
+
+
+class ReplaceSourceCall(CallBase):
+    """Replace a cell's source."""
+
+    method: Literal["replace_source"]
+    cell_id: str
+    source: str
+
+
+class DeleteCellCall(CallBase):
+    """Delete an unedited generated cell (``--regenerate``)."""
+
+    method: Literal["delete_cell"]
+    cell_id: str
+
+
+class RunCellCall(CallBase):
+    """Run a cell in the notebook's kernel."""
+
+    method: Literal["run_cell"]
+    cell_id: str
+
+
+class EvaluateCall(CallBase):
+    """Evaluate jupyter-ci's inspection expression in the kernel; the reply's ``text`` is JSON."""
+
+    method: Literal["evaluate"]
+    expression: str
+
+
+class InterruptCall(CallBase):
+    """Interrupt the notebook's kernel."""
+
+    method: Literal["interrupt"]
+
+
+Call = (
+    ReadCellsCall
+    | InsertCellCall
+    | AppendSourceCall
+    | ReplaceSourceCall
+    | DeleteCellCall
+    | RunCellCall
+    | EvaluateCall
+    | InterruptCall
+)
+
+
+class CallResult(TypedDict):
+    """A successful reply; which fields are set depends on the call's method."""
+
+    call_id: str
+    ok: Literal[True]
+    cell_id: NotRequired[str]
+    cells: NotRequired[list[CellInfo]]
+    reply_status: NotRequired[ReplyStatusName | None]
+    outputs: NotRequired[list[dict[str, Any]]]
+    execution_count: NotRequired[int | None]
+    started_at: NotRequired[float | None]
+    truncated: NotRequired[bool]
+    text: NotRequired[str]
+
+
+class CallFailure(TypedDict):
+    """The browser could not do what the call asked."""
+
+    call_id: str
+    ok: Literal[False]
+    error: ErrorInfo
+
+
+class CallProgress(TypedDict):
+    """The kernel began the cell of a ``run_cell`` call."""
+
+    call_id: str
+    progress: Literal["started"]
+    started_at: float
+
+
+CallReply = CallResult | CallFailure
