@@ -5,9 +5,11 @@ kernel's working folder (the notebook's folder unless the code changed it): ever
 and modification time, read by :data:`SNAPSHOT_SOURCE` inside the kernel, as the variables are
 (a ``user_expressions`` entry of a silent, empty request: nothing in ``In``/``Out``, the history
 or the user's namespace). The loop compares each snapshot with the first (:func:`changed_files`)
-and says the list in a ``files`` event when it changed. The check after a cell runs in the
-background while the model writes the next step (:meth:`FileWatch.check_soon`); the next cell, and
-the run's end, wait for it first (:meth:`FileWatch.settle`), so the list is said before the cell
+and says the list in a ``files`` event when it changed. The snapshot after a cell goes with the
+cell's own execute request where the workspace can (:attr:`FileWatch.expression`, evaluated by the
+kernel only after a cell that ended well); otherwise it is taken by a request of its own, in the
+background while the model writes the next step (:meth:`FileWatch.check_soon`). The next cell, and
+the run's end, wait for that first (:meth:`FileWatch.settle`), so the list is said before the cell
 that follows runs and before the run's ``finished``.
 
 What is looked at is bounded, so that a run in a big folder costs little: folders down to
@@ -180,6 +182,8 @@ class FileWatch:
         self._first: Snapshot | None = None
         self._started = False
         self._pending: asyncio.Future[None] | None = None
+        #: What a cell's own request may evaluate for the snapshot after it (once started).
+        self.expression: str | None = None
         self.changed: list[dict[str, Any]] = []
 
     async def start(self) -> None:
@@ -188,13 +192,26 @@ class FileWatch:
             return
         self._started = True
         self._first = await self._snapshot(None)
+        if self._first is not None:
+            self.expression = snapshot_expression(self._first.root)
 
     async def check(self) -> None:
         """Compare the folder with the first snapshot; say the list when it changed."""
         if self._first is None:
             return
-        now = await self._snapshot(self._first.root)
+        self._compare(await self._snapshot(self._first.root))
+
+    def after_cell(self, value: str | None) -> None:
+        """After a cell: compare the snapshot its own request brought (the text of
+        :attr:`expression`'s value), or start a check in the background when there is none."""
+        now = parse_snapshot(value) if value is not None else None
         if now is None:
+            self.check_soon()
+        else:
+            self._compare(now)
+
+    def _compare(self, now: Snapshot | None) -> None:
+        if self._first is None or now is None:
             return
         changed = changed_files(self._first, now)
         if changed != self.changed:

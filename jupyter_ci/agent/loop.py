@@ -305,6 +305,7 @@ class AgentRun(Reviewing):
         if execution.status is not CellStatus.ERROR or error is None:
             return ""
         ename, evalue = str(error.get("ename", "")), str(error.get("evalue", ""))
+        await self.files.settle()  # one request of the run in the kernel at a time
         try:
             lines = await asyncio.wait_for(
                 self.workspace.fix_context(ename, evalue, code), FIX_CONTEXT_TIMEOUT

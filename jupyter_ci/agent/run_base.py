@@ -178,7 +178,7 @@ class RunBase:
         self.emit("execution_started", cell_id=cell_id, attempt=attempt)
         self._executing = True
         self._cell_task = asyncio.ensure_future(
-            self.workspace.run_cell(cell_id, self.settings.timeout)
+            self.workspace.run_cell(cell_id, self.settings.timeout, self.files.expression)
         )
         try:
             execution = await self._cell_task
@@ -207,7 +207,7 @@ class RunBase:
             duration=execution.duration,
         )
         self._end_if_over(execution.status)
-        self.files.check_soon()
+        self.files.after_cell(execution.expression_value)
         return execution, digest
 
     def _end_if_over(self, status: CellStatus) -> None:

@@ -50,6 +50,9 @@ class Execution:
     execution_count: int | None = None
     #: Seconds from the kernel starting the cell to its end (None when it never started).
     duration: float | None = None
+    #: The text/plain value of the ``expression`` given to :meth:`Workspace.run_cell`, evaluated
+    #: in the cell's own request; None when it was not (a failed cell, a workspace that can't).
+    expression_value: str | None = None
 
     @property
     def error(self) -> dict[str, Any] | None:
@@ -105,11 +108,15 @@ class Workspace(Protocol):
         """Delete a cell the run generated (``--regenerate``; a cell stopped before any code)."""
         ...
 
-    async def run_cell(self, cell_id: str, timeout: float) -> Execution:
+    async def run_cell(
+        self, cell_id: str, timeout: float, expression: str | None = None
+    ) -> Execution:
         """Run the cell in the kernel and wait for it; ``timeout`` seconds (0 = none).
 
         A kernel that dies, is shut down or restarted meanwhile ends the execution with the
-        status that says so; it does not raise.
+        status that says so; it does not raise. ``expression`` (the files snapshot) may be
+        evaluated with the cell, in the same request, into ``expression_value``: a workspace that
+        cannot leaves it None, and the caller asks again separately.
         """
         ...
 

@@ -57,10 +57,11 @@ class DeleteCellCall(CallBase):
 
 
 class RunCellCall(CallBase):
-    """Run a cell in the notebook's kernel."""
+    """Run a cell in the notebook's kernel (and ``expression`` with it, when given)."""
 
     method: Literal["run_cell"]
     cell_id: str
+    expression: NotRequired[str]
 
 
 class EvaluateCall(CallBase):

@@ -389,7 +389,9 @@ class ScriptedTab:
         if method == "evaluate" and self.instant:
             return {"text": "[]"}
         if method == "run_cell":
-            return await self._run_cell(notebook, str(call["cell_id"]), str(call["call_id"]))
+            return await self._run_cell(
+                notebook, str(call["cell_id"]), str(call["call_id"]), call.get("expression")
+            )
         if method == "evaluate":
             return await self._inspect(notebook, str(call["expression"]))
         if method == "interrupt":
@@ -478,7 +480,11 @@ class ScriptedTab:
         return execution
 
     async def _run_cell(
-        self, notebook: TabNotebook, cell_id: str, call_id: str | None
+        self,
+        notebook: TabNotebook,
+        cell_id: str,
+        call_id: str | None,
+        expression: str | None = None,
     ) -> dict[str, Any]:
         cell = notebook.cell(cell_id)
         cell["outputs"] = []
@@ -495,18 +501,26 @@ class ScriptedTab:
         execution = _Execution(notebook, cell_id, started)
         # A call's execution is jupyter-ci's own; run_user_cell's is the user's.
         await self._execute(
-            notebook.kernel_id, execution, str(cell["source"]), own=call_id is not None
+            notebook.kernel_id,
+            execution,
+            str(cell["source"]),
+            own=call_id is not None,
+            user_expressions={"v": expression} if expression else None,
         )
         # As the browser: the outputs the kernel's messages made, nothing made from the reply.
         outputs = notebook.outputs.finish(cell["outputs"])
         reply_status = (execution.reply or {}).get("status")
-        return {
+        result = {
             # As the labextension does: the kernel's reply as it came; the server classifies.
             "reply_status": "aborted" if reply_status == "abort" else reply_status,
             "outputs": outputs,
             "execution_count": cell["execution_count"],
             "started_at": execution.started_at,
         }
+        text = _expression_text(execution.reply) if expression else None
+        if text is not None:
+            result["text"] = text
+        return result
 
     async def _inspect(self, notebook: TabNotebook, expression: str) -> dict[str, Any]:
         # As the labextension's inspection: silent, not marked as jupyter-ci's own.
@@ -518,8 +532,16 @@ class ScriptedTab:
             own=False,
             user_expressions={"v": expression},
         )
-        value = ((execution.reply or {}).get("user_expressions") or {}).get("v") or {}
-        return {"text": str((value.get("data") or {}).get("text/plain", ""))}
+        return {"text": _expression_text(execution.reply) or ""}
+
+
+def _expression_text(reply: dict[str, Any] | None) -> str | None:
+    """The text/plain value of the request's user expression; None when it was not evaluated
+    or raised (kernels evaluate them only after code that ended well)."""
+    value = ((reply or {}).get("user_expressions") or {}).get("v") or {}
+    if value.get("status") != "ok":
+        return None
+    return str((value.get("data") or {}).get("text/plain", ""))
 
 
 class _Execution:

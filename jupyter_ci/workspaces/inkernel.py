@@ -256,7 +256,9 @@ class InKernelWorkspace:
     async def delete_cell(self, cell_id: str) -> None:
         del self._blocks[self._index(cell_id)]
 
-    async def run_cell(self, cell_id: str, timeout: float) -> Execution:
+    async def run_cell(
+        self, cell_id: str, timeout: float, expression: str | None = None
+    ) -> Execution:
         block = self._blocks[self._index(cell_id)]
         source = block.source
         execution = await self.bridge.call(lambda: self.execute(cell_id, source, timeout))

@@ -308,7 +308,9 @@ class KernelWorkspace:
             del self.notebook.cells[index]
             self._client.cell_deleted(index)
 
-    async def run_cell(self, cell_id: str, timeout: float) -> Execution:
+    async def run_cell(
+        self, cell_id: str, timeout: float, expression: str | None = None
+    ) -> Execution:
         """Run the code cell and store its outputs and execution count in the notebook.
 
         ``timeout`` seconds (0 = none) count from when the kernel begins the cell. A kernel

@@ -228,6 +228,7 @@ export class NotebookBridge implements IDisposable {
       cell,
       sessionContext: panel.sessionContext,
       isClosed: () => panel.isDisposed && this._index.panel(path) === null,
+      expression: call.expression,
       onStarted: startedAt => {
         const progress: ICallProgress = {
           call_id: call.call_id,
@@ -245,7 +246,10 @@ export class NotebookBridge implements IDisposable {
       outputs: capped.outputs,
       truncated: capped.truncated,
       execution_count: execution.executionCount,
-      started_at: execution.startedAt
+      started_at: execution.startedAt,
+      ...(execution.expressionValue !== null && {
+        text: execution.expressionValue
+      })
     };
   }
 

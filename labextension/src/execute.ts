@@ -50,6 +50,12 @@ export interface IExecution {
    * The kernel's own time for the cell (execute_input to reply), seconds.
    */
   kernelSeconds: number | null;
+  /**
+   * The text/plain value of the options' `expression`, evaluated by the
+   * kernel with the cell; null when it was not (no expression, or the cell
+   * did not end well: kernels evaluate user expressions only then).
+   */
+  expressionValue: string | null;
 }
 
 /**
@@ -66,6 +72,11 @@ export interface IExecuteOptions {
    * Whether the notebook was closed (then the execution is `notebook_closed`).
    */
   isClosed: () => boolean;
+  /**
+   * An expression for the kernel to evaluate with the cell, as a user
+   * expression of the same request (the server's files snapshot).
+   */
+  expression?: string;
 }
 
 /**
@@ -81,7 +92,7 @@ export interface IExecuteOptions {
 export async function executeCell(
   options: IExecuteOptions
 ): Promise<IExecution> {
-  const { cell, sessionContext, onStarted, isClosed } = options;
+  const { cell, sessionContext, onStarted, isClosed, expression } = options;
   const kernel = sessionContext.session?.kernel ?? null;
   if (!kernel) {
     throw new CallError(
@@ -107,7 +118,12 @@ export async function executeCell(
   model.executionState = 'running';
   model.trusted = true;
   const future = kernel.requestExecute(
-    { code, stop_on_error: false, allow_stdin: false },
+    {
+      code,
+      stop_on_error: false,
+      allow_stdin: false,
+      user_expressions: expression ? { value: expression } : {}
+    },
     false,
     Private.requestMetadata(cell)
   );
@@ -179,7 +195,17 @@ export async function executeCell(
     startedAt !== null ? Math.max(0, ended - startedAt) : null;
   // Old kernels say 'abort' for what the protocol calls 'aborted'.
   const replyStatus = content.status === 'abort' ? 'aborted' : content.status;
-  return Private.result(replyStatus, cell, count, startedAt, kernelSeconds);
+  const execution = Private.result(
+    replyStatus,
+    cell,
+    count,
+    startedAt,
+    kernelSeconds
+  );
+  if (expression && content.status === 'ok') {
+    execution.expressionValue = Private.expressionText(content);
+  }
+  return execution;
 }
 
 /**
@@ -204,13 +230,7 @@ export async function evaluateExpression(
   );
   const reply = await future.done;
   const content = reply.content;
-  if (content.status !== 'ok') {
-    return '';
-  }
-  const value = content.user_expressions['value'] as
-    { status?: string; data?: Record<string, unknown> } | undefined;
-  const text = value?.status === 'ok' ? value.data?.['text/plain'] : '';
-  return typeof text === 'string' ? text : '';
+  return content.status === 'ok' ? (Private.expressionText(content) ?? '') : '';
 }
 
 namespace Private {
@@ -243,7 +263,27 @@ namespace Private {
     kernelSeconds: number | null
   ): IExecution {
     const outputs = cell.isDisposed ? [] : cell.model.outputs.toJSON();
-    return { replyStatus, outputs, executionCount, startedAt, kernelSeconds };
+    return {
+      replyStatus,
+      outputs,
+      executionCount,
+      startedAt,
+      kernelSeconds,
+      expressionValue: null
+    };
+  }
+
+  /**
+   * The text/plain value of an ok reply's user expression `value`; null when
+   * it raised or is missing.
+   */
+  export function expressionText(
+    content: KernelMessage.IExecuteReplyMsg['content'] & { status: 'ok' }
+  ): string | null {
+    const value = content.user_expressions['value'] as
+      { status?: string; data?: Record<string, unknown> } | undefined;
+    const text = value?.status === 'ok' ? value.data?.['text/plain'] : null;
+    return typeof text === 'string' ? text : null;
   }
 
   export function epochSeconds(date: string | undefined): number {

@@ -474,6 +474,13 @@ export interface IDeleteCellCall extends ICallBase {
 export interface IRunCellCall extends ICallBase {
   method: 'run_cell';
   cell_id: string;
+  /**
+   * A Python expression evaluated as a user expression of the cell's own
+   * execute request (the loop's files snapshot), so that no second request is
+   * needed; its text/plain value comes back as the reply's text. Kernels
+   * evaluate user expressions only after a cell that ended well.
+   */
+  expression?: string;
 }
 
 /**
@@ -534,7 +541,9 @@ export interface ICallResult {
    */
   truncated?: boolean;
   /**
-   * evaluate: the expression's text/plain value ('' when it raised).
+   * evaluate: the expression's text/plain value ('' when it raised). run_cell:
+   * the value of the call's expression; absent when the kernel did not evaluate
+   * it (no expression asked, or the cell failed).
    */
   text?: string;
 }

@@ -228,6 +228,12 @@ export const VALID: ISample[] = [
     source: 'print(1)'
   }),
   valid('Call', { ...call, method: 'run_cell', cell_id: 'c2' }),
+  valid('Call', {
+    ...call,
+    method: 'run_cell',
+    cell_id: 'c2',
+    expression: 'len(globals())'
+  }),
   valid('Call', { ...call, method: 'evaluate', expression: '1' }),
   valid('Call', { ...call, method: 'interrupt' }),
 

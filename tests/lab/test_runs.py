@@ -493,3 +493,38 @@ async def test_the_tab_hears_which_files_the_run_wrote(
     assert event["files"] == [{"path": "made_by_the_run.txt", "change": "created", "size": 5}]
     end = await tab.wait_for_event(finished, run_id, timeout=60)
     assert end["state"] == "done", end
+    # The snapshot after the cell came with the cell's own request: no call of its own.
+    calls = [m for m in tab.received if m.get("run_id") == run_id and "method" in m]
+    methods = [call["method"] for call in calls]
+    run_cell = methods.index("run_cell")
+    assert "snapshot" in calls[run_cell]["expression"]
+    assert "evaluate" not in methods[run_cell + 1 :], methods
+
+
+async def test_files_written_by_a_cell_that_failed_are_heard_too(
+    app: JupyterCIServer,
+    model_server: ScriptedModelServer,
+    start_kernel: KernelStarter,
+    tab_factory: TabFactory,
+) -> None:
+    # A kernel evaluates user expressions only after a cell that ended well: after this one the
+    # snapshot is asked for by a call of its own.
+    model_server.set_script(
+        [
+            Reply.code("open('half_written.txt', 'w').write('abc'); 1 / 0"),
+            Reply.code("print('fixed')"),
+            Reply.text("Done."),
+        ]
+    )
+    kernel_id = await start_kernel()
+    tab = await open_tab(tab_factory, kernel_id)
+    reply = await tab.request(start_request("a.ipynb", kernel_id, "write then fail"))
+    run_id = reply["run_id"]
+    event = await tab.wait_for_event(lambda e: e["type"] == "files", run_id, timeout=120)
+    assert event["files"] == [{"path": "half_written.txt", "change": "created", "size": 3}]
+    end = await tab.wait_for_event(finished, run_id, timeout=60)
+    assert end["state"] == "done", end
+    calls = [m for m in tab.received if m.get("run_id") == run_id and "method" in m]
+    methods = [call["method"] for call in calls]
+    first_run = methods.index("run_cell")
+    assert "evaluate" in methods[first_run + 1 :], methods

@@ -109,11 +109,14 @@ class LabWorkspace:
         """Delete a generated cell the user did not edit (``--regenerate`` only)."""
         await self._call("delete_cell", {"cell_id": cell_id})
 
-    async def run_cell(self, cell_id: str, timeout: float) -> Execution:
+    async def run_cell(
+        self, cell_id: str, timeout: float, expression: str | None = None
+    ) -> Execution:
         """Run the cell in the notebook's kernel; ``timeout`` counts from the kernel's start.
 
         The tab reports the kernel's reply as it came; how the cell ended is decided here, by
-        :func:`~jupyter_ci.execution.status.classify`, as in every workspace.
+        :func:`~jupyter_ci.execution.status.classify`, as in every workspace. ``expression``
+        goes with the cell's own execute request (no second call for the files snapshot).
         """
         if self._lost_fate is not None:
             return Execution(cell_id, classify(None, kernel=self._lost_fate), [])
@@ -136,9 +139,10 @@ class LabWorkspace:
                 started.set()
 
         interrupts = self._interrupts
-        call = asyncio.ensure_future(
-            self.caller.call("run_cell", {"cell_id": cell_id}, on_progress=on_progress)
-        )
+        params: dict[str, Any] = {"cell_id": cell_id}
+        if expression is not None:
+            params["expression"] = expression
+        call = asyncio.ensure_future(self.caller.call("run_cell", params, on_progress=on_progress))
         timed_out = False
         try:
             if timeout and timeout > 0:
@@ -308,8 +312,14 @@ class LabWorkspace:
         begun = reply.get("started_at")
         start = [float(begun)] if isinstance(begun, (int, float)) else started_at
         count = reply.get("execution_count")
+        text = reply.get("text")
         return Execution(
-            cell_id, status, outputs, count if isinstance(count, int) else None, _since(start)
+            cell_id,
+            status,
+            outputs,
+            count if isinstance(count, int) else None,
+            _since(start),
+            text if isinstance(text, str) else None,
         )
 
 
