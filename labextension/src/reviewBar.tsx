@@ -25,7 +25,8 @@ export class ReviewBar extends ReactWidget {
     this.node.dataset.testid = 'jupyter-ci-cell-review';
     this.node.setAttribute('role', 'group');
     this.node.setAttribute('aria-label', options.words.title);
-    options.cell.model.contentChanged.connect(this._onContent);
+    // Connected with the widget as receiver: its dispose disconnects it.
+    options.cell.model.contentChanged.connect(this._onContent, this);
   }
 
   /**
@@ -37,14 +38,6 @@ export class ReviewBar extends ReactWidget {
       this._busy = busy;
       this.update();
     }
-  }
-
-  dispose(): void {
-    if (this.isDisposed) {
-      return;
-    }
-    this._options.cell.model.contentChanged.disconnect(this._onContent);
-    super.dispose();
   }
 
   protected render(): React.ReactElement {

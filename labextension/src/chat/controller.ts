@@ -2,12 +2,12 @@ import { Dialog, Notification, showDialog } from '@jupyterlab/apputils';
 import { PathExt } from '@jupyterlab/coreutils';
 import { NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
 import { Contents } from '@jupyterlab/services';
-import { IDisposable } from '@lumino/disposable';
 import { ISignal, Signal } from '@lumino/signaling';
 
 import { editedSource } from '../cellReview';
 import { CIConnection } from '../connection';
 import { FileOpener, notebookFolder } from '../files';
+import { Lifecycle } from '../lifecycle';
 import { NotebookIndex } from '../notebooks';
 import { CellPlacement } from '../placement';
 import type { IPreview, IRunInfo, Mode } from '../protocol';
@@ -56,21 +56,22 @@ export interface IChatState {
  * The chat panel's logic: binds it to the notebook in focus and turns the
  * user's actions into requests on the tab's connection to the server.
  */
-export class ChatController implements IDisposable {
+export class ChatController extends Lifecycle {
   constructor(options: ChatController.IOptions) {
+    super();
     this.index = options.index;
     this.connection = options.connection;
     this.runs = options.runs;
-    this.model = new ChatModel(options.connection, options.runs);
+    this.model = this.own(new ChatModel(options.connection, options.runs));
     this.prefs = options.prefs;
     this.placement = options.placement;
     this._userOptions = options.userOptions;
     this._contents = options.contents ?? null;
     this._openFile = options.openFile ?? null;
-    this.index.tracker.currentChanged.connect(this._onCurrent);
-    this.index.pathsChanged.connect(this._onCurrent);
-    this.connection.runsChanged.connect(this._onRuns);
-    this.prefs.changed.connect(this._onPrefs);
+    this.listen(this.index.tracker.currentChanged, this._onCurrent);
+    this.listen(this.index.pathsChanged, this._onCurrent);
+    this.listen(this.connection.runsChanged, this._onRuns);
+    this.listen(this.prefs.changed, this._onPrefs);
     this._state = {
       path: null,
       status: null,
@@ -106,10 +107,6 @@ export class ChatController implements IDisposable {
    */
   get state(): IChatState {
     return this._state;
-  }
-
-  get isDisposed(): boolean {
-    return this._isDisposed;
   }
 
   /**
@@ -526,18 +523,6 @@ export class ChatController implements IDisposable {
     this.prefs.set('shareOutputs', share);
   }
 
-  dispose(): void {
-    if (this._isDisposed) {
-      return;
-    }
-    this._isDisposed = true;
-    this.index.tracker.currentChanged.disconnect(this._onCurrent);
-    this.index.pathsChanged.disconnect(this._onCurrent);
-    this.connection.runsChanged.disconnect(this._onRuns);
-    this.model.dispose();
-    Signal.clearData(this);
-  }
-
   private _request(
     panel: NotebookPanel,
     text: string,
@@ -636,7 +621,6 @@ export class ChatController implements IDisposable {
   private readonly _drafts = new Map<string, string>();
   private readonly _attachments = new Map<string, Attachment[]>();
   private _state: IChatState;
-  private _isDisposed = false;
   private readonly _changed = new Signal<this, void>(this);
 }
 
