@@ -2,11 +2,11 @@ import { CodeCell, ICellModel } from '@jupyterlab/cells';
 import * as nbformat from '@jupyterlab/nbformat';
 import { NotebookPanel } from '@jupyterlab/notebook';
 import { Kernel } from '@jupyterlab/services';
-import { IDisposable } from '@lumino/disposable';
 
 import { CellDecorations } from './cellDecorations';
 import { CIConnection } from './connection';
 import { CallError, evaluateExpression, executeCell } from './execute';
+import { Lifecycle } from './lifecycle';
 import { IFoundCell, NotebookIndex } from './notebooks';
 import { capOutputs, MAX_OUTPUT_BYTES } from './outputs';
 import type {
@@ -40,20 +40,17 @@ type ResultFields = Omit<ICallResult, 'call_id' | 'ok'>;
  * answered with the same result and never done twice: the server resends
  * unanswered calls after a reconnect.
  */
-export class NotebookBridge implements IDisposable {
+export class NotebookBridge extends Lifecycle {
   constructor(options: NotebookBridge.IOptions) {
+    super();
     this._connection = options.connection;
     this._index = options.index;
     this._runs = options.runs;
     this._streamer = options.streamer;
     this._decorations = options.decorations;
     this._timings = options.timings;
-    this._connection.calls.connect(this._onCall);
-    this._connection.events.connect(this._onEvent);
-  }
-
-  get isDisposed(): boolean {
-    return this._isDisposed;
+    this.listen(this._connection.calls, this._onCall);
+    this.listen(this._connection.events, this._onEvent);
   }
 
   /**
@@ -61,15 +58,6 @@ export class NotebookBridge implements IDisposable {
    */
   ownsRun(runId: string): boolean {
     return this._ownRuns.has(runId);
-  }
-
-  dispose(): void {
-    if (this._isDisposed) {
-      return;
-    }
-    this._isDisposed = true;
-    this._connection.calls.disconnect(this._onCall);
-    this._connection.events.disconnect(this._onEvent);
   }
 
   // --- calls ---------------------------------------------------------------
@@ -389,7 +377,6 @@ export class NotebookBridge implements IDisposable {
   private readonly _answers = new Map<string, Private.IAnswer>();
   private readonly _progress = new Map<string, ICallProgress>();
   private readonly _ownRuns = new Set<string>();
-  private _isDisposed = false;
 }
 
 /**

@@ -1,10 +1,10 @@
 import { Notification } from '@jupyterlab/apputils';
 import { Cell } from '@jupyterlab/cells';
 import { Notebook, NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
-import { IDisposable } from '@lumino/disposable';
 import { PanelLayout } from '@lumino/widgets';
 
 import { CIConnection } from './connection';
+import { Lifecycle } from './lifecycle';
 import { NotebookIndex } from './notebooks';
 import { IAwaitedReview, IRunView, RunTracker } from './runs';
 import { ReviewBar } from './reviewBar';
@@ -101,20 +101,17 @@ export function editedSource(
  * Run sends the cell's code as it is in the notebook when the user changed
  * it (Edit puts the cell in edit mode to do so).
  */
-export class CellReview implements IDisposable {
+export class CellReview extends Lifecycle {
   constructor(options: CellReview.IOptions) {
+    super();
     this._index = options.index;
     this._runs = options.runs;
     this._connection = options.connection;
     this._show = options.show;
     this._panelShowing = options.panelShowing;
-    this._runs.changed.connect(this._onRun);
-    NotebookActions.executionScheduled.connect(this._onScheduled);
-    NotebookActions.executed.connect(this._onExecuted);
-  }
-
-  get isDisposed(): boolean {
-    return this._isDisposed;
+    this.listen(this._runs.changed, this._onRun);
+    this.listen(NotebookActions.executionScheduled, this._onScheduled);
+    this.listen(NotebookActions.executed, this._onExecuted);
   }
 
   /**
@@ -198,14 +195,7 @@ export class CellReview implements IDisposable {
     }
   }
 
-  dispose(): void {
-    if (this._isDisposed) {
-      return;
-    }
-    this._isDisposed = true;
-    this._runs.changed.disconnect(this._onRun);
-    NotebookActions.executionScheduled.disconnect(this._onScheduled);
-    NotebookActions.executed.disconnect(this._onExecuted);
+  protected onDispose(): void {
     for (const runId of [...this._waiting.keys()]) {
       this._end(runId);
     }
@@ -376,7 +366,6 @@ export class CellReview implements IDisposable {
   private readonly _show: (panel: NotebookPanel) => void;
   private readonly _panelShowing: (path: string) => boolean;
   private readonly _waiting = new Map<string, Private.IWaiting>();
-  private _isDisposed = false;
 }
 
 /**

@@ -1,9 +1,9 @@
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
-import { IDisposable } from '@lumino/disposable';
 import { ISignal, Signal } from '@lumino/signaling';
 
 import { randomId } from './constants';
+import { Lifecycle } from './lifecycle';
 import { API_NAMESPACE } from './request';
 import type {
   Call,
@@ -77,8 +77,9 @@ export class ConnectionLostError extends Error {
  * socket is down wait until it is back; call replies are dropped then (the
  * server resends unanswered calls, which the bridge answers from its cache).
  */
-export class CIConnection implements IDisposable {
+export class CIConnection extends Lifecycle {
   constructor(options: CIConnection.IOptions) {
+    super();
     this.clientId = options.clientId ?? randomId();
     this._settings = options.settings ?? ServerConnection.makeSettings();
     this._notebookPaths = options.notebookPaths;
@@ -139,15 +140,11 @@ export class CIConnection implements IDisposable {
     return this._notices;
   }
 
-  get isDisposed(): boolean {
-    return this._isDisposed;
-  }
-
   /**
    * Open the socket (no-op when already started).
    */
   start(): void {
-    if (this._started || this._isDisposed) {
+    if (this._started || this.isDisposed) {
       return;
     }
     this._started = true;
@@ -224,11 +221,7 @@ export class CIConnection implements IDisposable {
     }
   }
 
-  dispose(): void {
-    if (this._isDisposed) {
-      return;
-    }
-    this._isDisposed = true;
+  protected onDispose(): void {
     window.clearTimeout(this._retryTimer);
     const socket = this._socket;
     this._socket = null;
@@ -237,13 +230,12 @@ export class CIConnection implements IDisposable {
     for (const pending of this._queue.splice(0)) {
       pending.reject(new ConnectionLostError());
     }
-    Signal.clearData(this);
   }
 
   // --- socket ---------------------------------------------------------------
 
   private _open(): void {
-    if (this._isDisposed) {
+    if (this.isDisposed) {
       return;
     }
     this._setStatus('connecting');
@@ -282,7 +274,7 @@ export class CIConnection implements IDisposable {
   }
 
   private _retry(): void {
-    if (this._isDisposed) {
+    if (this.isDisposed) {
       return;
     }
     const base = Math.min(this._maxBackoff, 250 * 2 ** this._attempt);
@@ -456,7 +448,6 @@ export class CIConnection implements IDisposable {
   private readonly _queue: Private.IPending[] = [];
   private readonly _sent = new Map<string, Private.IPending>();
   private readonly _seen = new Map<string, Private.ISeen>();
-  private _isDisposed = false;
   private readonly _statusChanged = new Signal<this, ConnectionStatus>(this);
   private readonly _calls = new Signal<this, Call>(this);
   private readonly _events = new Signal<this, RunEvent>(this);

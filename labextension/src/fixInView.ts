@@ -1,8 +1,8 @@
 import type { Cell } from '@jupyterlab/cells';
 import type { Notebook } from '@jupyterlab/notebook';
-import { IDisposable } from '@lumino/disposable';
 
 import { CIConnection } from './connection';
+import { Lifecycle } from './lifecycle';
 import { NotebookIndex } from './notebooks';
 import type { RunEvent } from './protocol';
 import { RunTracker } from './runs';
@@ -16,23 +16,15 @@ import { RunTracker } from './runs';
  * that owns the run (its cells are written there), only while the notebook
  * is shown.
  */
-export class FixInView implements IDisposable {
+export class FixInView extends Lifecycle {
   constructor(index: NotebookIndex, runs: RunTracker) {
+    super();
     this._index = index;
     this._runs = runs;
-    runs.connection.events.connect(this._onEvent);
+    this.listen(runs.connection.events, this._onEvent);
   }
 
-  get isDisposed(): boolean {
-    return this._isDisposed;
-  }
-
-  dispose(): void {
-    if (this._isDisposed) {
-      return;
-    }
-    this._isDisposed = true;
-    this._runs.connection.events.disconnect(this._onEvent);
+  protected onDispose(): void {
     window.cancelAnimationFrame(this._frame);
   }
 
@@ -99,7 +91,6 @@ export class FixInView implements IDisposable {
   private readonly _index: NotebookIndex;
   private readonly _runs: RunTracker;
   private _frame = 0;
-  private _isDisposed = false;
 }
 
 namespace Private {

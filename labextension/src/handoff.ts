@@ -2,7 +2,6 @@ import { ISessionContext, Notification } from '@jupyterlab/apputils';
 import { Cell, ICellModel, ICodeCellModel } from '@jupyterlab/cells';
 import { Notebook, NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
 import { Kernel } from '@jupyterlab/services';
-import { IDisposable } from '@lumino/disposable';
 
 import {
   CIConnection,
@@ -15,7 +14,8 @@ import { Continuation, IClaim, claimKey } from './continuation';
 import { readHandoff, versionMismatch } from './handoffPayload';
 import { isCICell } from './constants';
 import { IHandoffSeen, KernelWatcher } from './kernelWatch';
-import { NotebookIndex } from './notebooks';
+import { Lifecycle } from './lifecycle';
+import { NotebookIndex, watchPanels } from './notebooks';
 import {
   CELL_METADATA_KEY as METADATA_KEY,
   HANDOFF_ERROR_NAME,
@@ -57,26 +57,22 @@ import { StatusOutputs } from './statusOutput';
  *   and the status output says so. Another `%%ci` among them hands off in
  *   turn and carries the rest.
  */
-export class HandoffController implements IDisposable {
+export class HandoffController extends Lifecycle {
   constructor(options: HandoffController.IOptions) {
+    super();
     this._index = options.index;
     this._connection = options.connection;
     this._runs = options.runs;
     this._statusOutputs = options.statusOutputs;
     this._userOptions = options.userOptions;
-    this._schedule = new ScheduleLog();
+    this._schedule = this.own(new ScheduleLog());
     this._continuation = new Continuation(
       this._index,
       this._statusOutputs,
       (panel, model) => this.stamp(panel, model)
     );
-    NotebookActions.executionScheduled.connect(this._onScheduled);
-    this._index.tracker.widgetAdded.connect(this._onPanel);
-    this._index.tracker.forEach(panel => this._watch(panel));
-  }
-
-  get isDisposed(): boolean {
-    return this._isDisposed;
+    this.listen(NotebookActions.executionScheduled, this._onScheduled);
+    this.own(watchPanels(this._index.tracker, panel => this._watch(panel)));
   }
 
   /**
@@ -94,14 +90,7 @@ export class HandoffController implements IDisposable {
     }, false);
   }
 
-  dispose(): void {
-    if (this._isDisposed) {
-      return;
-    }
-    this._isDisposed = true;
-    NotebookActions.executionScheduled.disconnect(this._onScheduled);
-    this._schedule.dispose();
-    this._index.tracker.widgetAdded.disconnect(this._onPanel);
+  protected onDispose(): void {
     for (const watcher of this._watchers.values()) {
       watcher.dispose();
     }
@@ -206,13 +195,6 @@ export class HandoffController implements IDisposable {
   }
 
   // --- watching kernels --------------------------------------------------------
-
-  private readonly _onPanel = (
-    _sender: unknown,
-    panel: NotebookPanel
-  ): void => {
-    this._watch(panel);
-  };
 
   private _watch(panel: NotebookPanel): void {
     const context = panel.sessionContext;
@@ -465,7 +447,6 @@ export class HandoffController implements IDisposable {
   private readonly _expected = new Set<string>();
   private readonly _schedule: ScheduleLog;
   private readonly _continuation: Continuation;
-  private _isDisposed = false;
 }
 
 /**

@@ -22,7 +22,7 @@ import { FixInView } from './fixInView';
 import { HandoffController } from './handoff';
 import { handoffRendererFactory } from './handoffRenderer';
 import { jupyterCIIcon } from './icons';
-import { NotebookIndex } from './notebooks';
+import { NotebookIndex, watchPanels } from './notebooks';
 import { CellPlacement } from './placement';
 import { addRunIndicator } from './runIndicator';
 import { RunTracker } from './runs';
@@ -145,12 +145,10 @@ const notebookPlugin: JupyterFrontEndPlugin<void> = {
     connection.notices.connect((_sender, error) => {
       console.warn(`jupyter-ci server: ${error.message}`);
     });
-    const onPanel = (panel: NotebookPanel): void => {
+    watchPanels(index.tracker, panel => {
       addRunIndicator(panel, runs);
       Private.badgeGeneratedCells(panel, decorations);
-    };
-    index.tracker.forEach(onPanel);
-    index.tracker.widgetAdded.connect((_sender, panel) => onPanel(panel));
+    });
 
     addAskCommand(app.commands, {
       index,

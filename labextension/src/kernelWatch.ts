@@ -1,9 +1,9 @@
 import { ISessionContext } from '@jupyterlab/apputils';
 import { Kernel, KernelMessage } from '@jupyterlab/services';
-import { IDisposable } from '@lumino/disposable';
 import { ISignal, Signal } from '@lumino/signaling';
 
 import { Conditions } from './conditions';
+import { Lifecycle } from './lifecycle';
 import {
   CELL_METADATA_KEY as METADATA_KEY,
   HELD_BACK_ERROR_NAME
@@ -58,10 +58,11 @@ export interface IReplySeen {
  * known, never from a renderer: renderers run again whenever a notebook is
  * reopened.
  */
-export class KernelWatcher implements IDisposable {
+export class KernelWatcher extends Lifecycle {
   constructor(sessionContext: ISessionContext) {
+    super();
     this._sessionContext = sessionContext;
-    sessionContext.kernelChanged.connect(this._onKernelChanged);
+    this.listen(sessionContext.kernelChanged, this._onKernelChanged);
     this._connect(sessionContext.session?.kernel ?? null);
   }
 
@@ -77,10 +78,6 @@ export class KernelWatcher implements IDisposable {
    */
   get sessionContext(): ISessionContext {
     return this._sessionContext;
-  }
-
-  get isDisposed(): boolean {
-    return this._isDisposed;
   }
 
   /**
@@ -156,15 +153,9 @@ export class KernelWatcher implements IDisposable {
     return held;
   }
 
-  dispose(): void {
-    if (this._isDisposed) {
-      return;
-    }
-    this._isDisposed = true;
-    this._sessionContext.kernelChanged.disconnect(this._onKernelChanged);
-    this._connect(null);
+  protected onDispose(): void {
+    this._kernel = null;
     this._conditions.releaseAll();
-    Signal.clearData(this);
   }
 
   private readonly _onKernelChanged = (
@@ -176,13 +167,13 @@ export class KernelWatcher implements IDisposable {
 
   private _connect(kernel: Kernel.IKernelConnection | null): void {
     if (this._kernel) {
-      this._kernel.anyMessage.disconnect(this._onAnyMessage);
-      this._kernel.iopubMessage.disconnect(this._onIOPub);
+      this.unlisten(this._kernel.anyMessage, this._onAnyMessage);
+      this.unlisten(this._kernel.iopubMessage, this._onIOPub);
     }
     this._kernel = kernel;
     if (kernel) {
-      kernel.anyMessage.connect(this._onAnyMessage);
-      kernel.iopubMessage.connect(this._onIOPub);
+      this.listen(kernel.anyMessage, this._onAnyMessage);
+      this.listen(kernel.iopubMessage, this._onIOPub);
     }
   }
 
@@ -275,7 +266,6 @@ export class KernelWatcher implements IDisposable {
   private readonly _log = new Map<string, Private.IRequestRecord>();
   private _clock = 0;
   private readonly _conditions = new Conditions();
-  private _isDisposed = false;
   private readonly _handoffSeen = new Signal<this, IHandoffSeen>(this);
 }
 

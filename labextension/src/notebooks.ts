@@ -1,7 +1,9 @@
 import { Cell, ICellModel } from '@jupyterlab/cells';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
-import { IDisposable } from '@lumino/disposable';
+import { DisposableDelegate, IDisposable } from '@lumino/disposable';
 import { ISignal, Signal } from '@lumino/signaling';
+
+import { Lifecycle } from './lifecycle';
 
 /**
  * A cell found by notebook path and cell id.
@@ -34,11 +36,11 @@ export interface IFoundCell {
  * server's subscriptions) and remembers which paths were open once (a call
  * for a notebook closed since fails as `notebook_closed`).
  */
-export class NotebookIndex implements IDisposable {
+export class NotebookIndex extends Lifecycle {
   constructor(tracker: INotebookTracker) {
+    super();
     this._tracker = tracker;
-    tracker.widgetAdded.connect(this._onAdded);
-    tracker.forEach(panel => this._watch(panel));
+    this.own(watchPanels(tracker, panel => this._watch(panel)));
   }
 
   /**
@@ -53,10 +55,6 @@ export class NotebookIndex implements IDisposable {
    */
   get pathsChanged(): ISignal<this, void> {
     return this._pathsChanged;
-  }
-
-  get isDisposed(): boolean {
-    return this._isDisposed;
   }
 
   /**
@@ -144,22 +142,6 @@ export class NotebookIndex implements IDisposable {
     return widgets;
   }
 
-  dispose(): void {
-    if (this._isDisposed) {
-      return;
-    }
-    this._isDisposed = true;
-    this._tracker.widgetAdded.disconnect(this._onAdded);
-    Signal.clearData(this);
-  }
-
-  private readonly _onAdded = (
-    _sender: INotebookTracker,
-    panel: NotebookPanel
-  ): void => {
-    this._watch(panel);
-  };
-
   private _watch(panel: NotebookPanel): void {
     const changed = (): void => {
       this._everOpen.add(panel.context.path);
@@ -170,7 +152,7 @@ export class NotebookIndex implements IDisposable {
     void panel.context.ready.then(changed);
     panel.disposed.connect(() => {
       panel.context.pathChanged.disconnect(changed);
-      if (!this._isDisposed) {
+      if (!this.isDisposed) {
         this._pathsChanged.emit();
       }
     });
@@ -179,8 +161,22 @@ export class NotebookIndex implements IDisposable {
 
   private readonly _tracker: INotebookTracker;
   private readonly _everOpen = new Set<string>();
-  private _isDisposed = false;
   private readonly _pathsChanged = new Signal<this, void>(this);
+}
+
+/**
+ * Calls `watch` with every notebook panel of the tracker: those open now and
+ * those opened later, until the result is disposed.
+ */
+export function watchPanels(
+  tracker: INotebookTracker,
+  watch: (panel: NotebookPanel) => void
+): IDisposable {
+  const onAdded = (_sender: INotebookTracker, panel: NotebookPanel): void =>
+    watch(panel);
+  tracker.widgetAdded.connect(onAdded);
+  tracker.forEach(watch);
+  return new DisposableDelegate(() => tracker.widgetAdded.disconnect(onAdded));
 }
 
 /**

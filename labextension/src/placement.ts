@@ -1,7 +1,7 @@
 import { NotebookPanel } from '@jupyterlab/notebook';
-import { IDisposable } from '@lumino/disposable';
 
-import { NotebookIndex } from './notebooks';
+import { Lifecycle } from './lifecycle';
+import { NotebookIndex, watchPanels } from './notebooks';
 import { IRunView, RunTracker } from './runs';
 
 /**
@@ -16,17 +16,13 @@ import { IRunView, RunTracker } from './runs';
  * A run's cells are known from its events (`cell_inserted`, `cell_deleted`),
  * and for runs of an earlier page from the conversation's stored events.
  */
-export class CellPlacement implements IDisposable {
+export class CellPlacement extends Lifecycle {
   constructor(index: NotebookIndex, runs: RunTracker) {
+    super();
     this._index = index;
     this._runs = runs;
-    runs.changed.connect(this._onRun);
-    index.tracker.widgetAdded.connect(this._onPanel);
-    index.tracker.forEach(panel => this._watch(panel));
-  }
-
-  get isDisposed(): boolean {
-    return this._isDisposed;
+    this.listen(runs.changed, this._onRun);
+    this.own(watchPanels(index.tracker, panel => this._watch(panel)));
   }
 
   /**
@@ -58,22 +54,6 @@ export class CellPlacement implements IDisposable {
     }
     return active;
   }
-
-  dispose(): void {
-    if (this._isDisposed) {
-      return;
-    }
-    this._isDisposed = true;
-    this._runs.changed.disconnect(this._onRun);
-    this._index.tracker.widgetAdded.disconnect(this._onPanel);
-  }
-
-  private readonly _onPanel = (
-    _sender: unknown,
-    panel: NotebookPanel
-  ): void => {
-    this._watch(panel);
-  };
 
   /**
    * The cell active once a notebook has opened is where Lab put it, not the
@@ -119,7 +99,6 @@ export class CellPlacement implements IDisposable {
    * opened).
    */
   private readonly _baseline = new Map<string, string | null>();
-  private _isDisposed = false;
 }
 
 namespace Private {

@@ -1,15 +1,8 @@
 import { Cell } from '@jupyterlab/cells';
-import { Button, ReactWidget } from '@jupyterlab/ui-components';
+import { ReactWidget } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
-/**
- * What a review control says: its text, and its accessible name (also its
- * tooltip).
- */
-interface IWord {
-  label: string;
-  description: string;
-}
+import { IWord, WordButton } from './wordButton';
 
 /**
  * The review controls on a cell that a run waits on: a line saying so, then
@@ -25,7 +18,8 @@ export class ReviewBar extends ReactWidget {
     this.node.dataset.testid = 'jupyter-ci-cell-review';
     this.node.setAttribute('role', 'group');
     this.node.setAttribute('aria-label', options.words.title);
-    options.cell.model.contentChanged.connect(this._onContent);
+    // Connected with the widget as receiver: its dispose disconnects it.
+    options.cell.model.contentChanged.connect(this._onContent, this);
   }
 
   /**
@@ -37,14 +31,6 @@ export class ReviewBar extends ReactWidget {
       this._busy = busy;
       this.update();
     }
-  }
-
-  dispose(): void {
-    if (this.isDisposed) {
-      return;
-    }
-    this._options.cell.model.contentChanged.disconnect(this._onContent);
-    super.dispose();
   }
 
   protected render(): React.ReactElement {
@@ -65,10 +51,11 @@ export class ReviewBar extends ReactWidget {
             ['reject', words.reject, onReject]
           ] as const
         ).map(([kind, word, onClick]) => (
-          <ReviewButton
+          <WordButton
             key={kind}
             word={word}
-            kind={kind}
+            className={`jp-jupyter-ci-ReviewBar-button jp-jupyter-ci-ReviewBar-${kind}`}
+            testid={`jupyter-ci-cell-review-${kind}`}
             disabled={busy !== null}
             onClick={onClick}
           />
@@ -83,28 +70,6 @@ export class ReviewBar extends ReactWidget {
 
   private readonly _options: ReviewBar.IOptions;
   private _busy: string | null = null;
-}
-
-function ReviewButton(props: {
-  word: IWord;
-  kind: 'run' | 'edit' | 'reject';
-  disabled: boolean;
-  onClick: () => void;
-}): React.ReactElement {
-  const { word, kind, disabled, onClick } = props;
-  return (
-    <Button
-      small
-      className={`jp-jupyter-ci-ReviewBar-button jp-jupyter-ci-ReviewBar-${kind}`}
-      data-testid={`jupyter-ci-cell-review-${kind}`}
-      title={word.description}
-      aria-label={word.description}
-      disabled={disabled}
-      onClick={onClick}
-    >
-      {word.label}
-    </Button>
-  );
 }
 
 /**

@@ -17,18 +17,10 @@ export class RunIndicator extends Widget {
     this.addClass('jp-jupyter-ci-RunIndicator');
     this.node.dataset.testid = 'jupyter-ci-elsewhere';
     this.node.setAttribute('role', 'status');
-    runs.connection.runsChanged.connect(this._update);
-    panel.context.pathChanged.connect(this._update);
+    // Connected with the widget as receiver: its dispose disconnects them.
+    runs.connection.runsChanged.connect(this._update, this);
+    panel.context.pathChanged.connect(this._update, this);
     this._update();
-  }
-
-  dispose(): void {
-    if (this.isDisposed) {
-      return;
-    }
-    this._runs.connection.runsChanged.disconnect(this._update);
-    this._panel.context.pathChanged.disconnect(this._update);
-    super.dispose();
   }
 
   private readonly _update = (): void => {

@@ -1,7 +1,7 @@
-import { IDisposable } from '@lumino/disposable';
 import { ISignal, Signal } from '@lumino/signaling';
 
 import { CIConnection } from './connection';
+import { Lifecycle } from './lifecycle';
 import type {
   IChangedFile,
   IErrorInfo,
@@ -95,11 +95,12 @@ export interface IRunView {
  * Follows every run the tab hears of: the server's run list (all tabs see
  * it) and the events of runs this tab owns or whose notebook it has open.
  */
-export class RunTracker implements IDisposable {
+export class RunTracker extends Lifecycle {
   constructor(connection: CIConnection) {
+    super();
     this._connection = connection;
-    connection.events.connect(this._onEvent);
-    connection.runsChanged.connect(this._onRuns);
+    this.listen(connection.events, this._onEvent);
+    this.listen(connection.runsChanged, this._onRuns);
     this._onRuns(connection, connection.runs);
   }
 
@@ -115,10 +116,6 @@ export class RunTracker implements IDisposable {
    */
   get changed(): ISignal<this, IRunView> {
     return this._changed;
-  }
-
-  get isDisposed(): boolean {
-    return this._isDisposed;
   }
 
   /**
@@ -181,16 +178,6 @@ export class RunTracker implements IDisposable {
    */
   isActive(runId: string): boolean {
     return this._connection.runs.some(run => run.run_id === runId);
-  }
-
-  dispose(): void {
-    if (this._isDisposed) {
-      return;
-    }
-    this._isDisposed = true;
-    this._connection.events.disconnect(this._onEvent);
-    this._connection.runsChanged.disconnect(this._onRuns);
-    Signal.clearData(this);
   }
 
   private _view(runId: string): IRunView {
@@ -322,7 +309,6 @@ export class RunTracker implements IDisposable {
 
   private readonly _connection: CIConnection;
   private readonly _views = new Map<string, IRunView>();
-  private _isDisposed = false;
   private readonly _changed = new Signal<this, IRunView>(this);
 }
 

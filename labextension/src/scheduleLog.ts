@@ -1,9 +1,7 @@
 import type { Cell } from '@jupyterlab/cells';
 import { Notebook, NotebookActions } from '@jupyterlab/notebook';
-import { IDisposable } from '@lumino/disposable';
-import { Signal } from '@lumino/signaling';
-
 import { Conditions } from './conditions';
+import { Lifecycle } from './lifecycle';
 
 /**
  * The cells a notebook scheduled and how their executions ended, as
@@ -17,14 +15,11 @@ import { Conditions } from './conditions';
  * scheduled after it and before it ended: the server cancels them when the
  * handoff stops the queue, and jupyter-ci runs them once its run is done.
  */
-export class ScheduleLog implements IDisposable {
+export class ScheduleLog extends Lifecycle {
   constructor() {
-    NotebookActions.executionScheduled.connect(this._onScheduled);
-    NotebookActions.executed.connect(this._onExecuted);
-  }
-
-  get isDisposed(): boolean {
-    return this._isDisposed;
+    super();
+    this.listen(NotebookActions.executionScheduled, this._onScheduled);
+    this.listen(NotebookActions.executed, this._onExecuted);
   }
 
   /**
@@ -81,15 +76,8 @@ export class ScheduleLog implements IDisposable {
     return failed;
   }
 
-  dispose(): void {
-    if (this._isDisposed) {
-      return;
-    }
-    this._isDisposed = true;
-    NotebookActions.executionScheduled.disconnect(this._onScheduled);
-    NotebookActions.executed.disconnect(this._onExecuted);
+  protected onDispose(): void {
     this._conditions.releaseAll();
-    Signal.clearData(this);
   }
 
   private readonly _onScheduled = (
@@ -160,7 +148,6 @@ export class ScheduleLog implements IDisposable {
   private readonly _ids = new WeakMap<Cell, string>();
   private readonly _conditions = new Conditions();
   private _clock = 0;
-  private _isDisposed = false;
 }
 
 namespace Private {

@@ -6,22 +6,33 @@ import { ISettingRegistry } from '@jupyterlab/settingregistry';
 export const DEFAULT_STREAM_INTERVAL = 50;
 
 /**
+ * Load a plugin's settings from the registry and call `read` with them, at
+ * once and whenever they change. Resolves with them (null without a
+ * registry); rejects when they cannot be loaded.
+ */
+export async function followSettings(
+  registry: ISettingRegistry | null,
+  pluginId: string,
+  read: (settings: ISettingRegistry.ISettings) => void
+): Promise<ISettingRegistry.ISettings | null> {
+  if (!registry) {
+    return null;
+  }
+  const settings = await registry.load(pluginId);
+  read(settings);
+  settings.changed.connect(read);
+  return settings;
+}
+
+/**
  * The user's jupyter-ci settings, read from the settings registry when it
  * has loaded them (defaults until then; activation never waits for it).
  */
 export class UserSettings {
   constructor(registry: ISettingRegistry | null, pluginId: string) {
-    if (registry) {
-      registry
-        .load(pluginId)
-        .then(settings => {
-          this._read(settings);
-          settings.changed.connect(this._read);
-        })
-        .catch((error: unknown) => {
-          console.warn('jupyter-ci: could not load its settings', error);
-        });
-    }
+    followSettings(registry, pluginId, this._read).catch((error: unknown) => {
+      console.warn('jupyter-ci: could not load its settings', error);
+    });
   }
 
   /**

@@ -1,10 +1,10 @@
 import type { Cell, ICodeCellModel } from '@jupyterlab/cells';
 import type * as nbformat from '@jupyterlab/nbformat';
 import { Notebook, NotebookActions } from '@jupyterlab/notebook';
-import { IDisposable } from '@lumino/disposable';
 
 import { answerOutput, readAnswer } from './answerOutput';
 import { isCICell } from './constants';
+import { Lifecycle } from './lifecycle';
 import { STATUS_MIME } from './protocol';
 import { NotebookIndex } from './notebooks';
 import { IRunView, RunTracker } from './runs';
@@ -24,16 +24,13 @@ import {
  * (`answerOutput`); running the `%%ci` again keeps it when the server answers
  * without a run (its cells are there), and a new run replaces it.
  */
-export class StatusOutputs implements IDisposable {
+export class StatusOutputs extends Lifecycle {
   constructor(index: NotebookIndex, runs: RunTracker) {
+    super();
     this._index = index;
     this._runs = runs;
-    runs.changed.connect(this._onRun);
-    NotebookActions.executionScheduled.connect(this._onScheduled);
-  }
-
-  get isDisposed(): boolean {
-    return this._isDisposed;
+    this.listen(runs.changed, this._onRun);
+    this.listen(NotebookActions.executionScheduled, this._onScheduled);
   }
 
   /**
@@ -124,15 +121,6 @@ export class StatusOutputs implements IDisposable {
     this.write(cellId, makeStatus({ ...current, ...change }));
   }
 
-  dispose(): void {
-    if (this._isDisposed) {
-      return;
-    }
-    this._isDisposed = true;
-    this._runs.changed.disconnect(this._onRun);
-    NotebookActions.executionScheduled.disconnect(this._onScheduled);
-  }
-
   /**
    * The answer shown under a status: the run's, once it has one; the earlier
    * one when the server answered without a run (its cells are there).
@@ -208,5 +196,4 @@ export class StatusOutputs implements IDisposable {
     string,
     { cellId: string; base: IStatusData }
   >();
-  private _isDisposed = false;
 }

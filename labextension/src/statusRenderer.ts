@@ -53,8 +53,9 @@ export class StatusRenderer extends Widget implements IRenderMime.IRenderer {
     row.className = 'jp-jupyter-ci-Status-row';
     row.append(this._line, this._stop);
     this.node.append(row, this._detail);
-    runs.changed.connect(this._onRun);
-    runs.connection.runsChanged.connect(this._schedule);
+    // Connected with the widget as receiver: its dispose disconnects them.
+    runs.changed.connect(this._onRun, this);
+    runs.connection.runsChanged.connect(this._schedule, this);
   }
 
   renderModel(model: IRenderMime.IMimeModel): Promise<void> {
@@ -67,8 +68,6 @@ export class StatusRenderer extends Widget implements IRenderMime.IRenderer {
     if (this.isDisposed) {
       return;
     }
-    this._runs.changed.disconnect(this._onRun);
-    this._runs.connection.runsChanged.disconnect(this._schedule);
     window.cancelAnimationFrame(this._frame);
     super.dispose();
   }

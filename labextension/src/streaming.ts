@@ -1,5 +1,6 @@
 import { ICellModel } from '@jupyterlab/cells';
-import { IDisposable } from '@lumino/disposable';
+
+import { Lifecycle } from './lifecycle';
 
 /**
  * Writes streamed code into cells at a bounded rate, outside the undo
@@ -13,23 +14,20 @@ import { IDisposable } from '@lumino/disposable';
  * `flush` first. Writes happen in a transaction the undo manager does not
  * track: Ctrl+Z in the cell never unwrites the model's code.
  */
-export class SourceStreamer implements IDisposable {
+export class SourceStreamer extends Lifecycle {
   /**
    * @param interval - the minimum milliseconds between two writes
    */
   constructor(interval: () => number) {
+    super();
     this._interval = interval;
-  }
-
-  get isDisposed(): boolean {
-    return this._isDisposed;
   }
 
   /**
    * Queue `text` for the end of `cell`'s source.
    */
   append(cell: ICellModel, text: string): void {
-    if (this._isDisposed || !text) {
+    if (this.isDisposed || !text) {
       return;
     }
     this._pending.set(cell, (this._pending.get(cell) ?? '') + text);
@@ -63,11 +61,7 @@ export class SourceStreamer implements IDisposable {
     }
   }
 
-  dispose(): void {
-    if (this._isDisposed) {
-      return;
-    }
-    this._isDisposed = true;
+  protected onDispose(): void {
     window.clearTimeout(this._timer);
     this._pending.clear();
   }
@@ -88,7 +82,6 @@ export class SourceStreamer implements IDisposable {
   private readonly _pending = new Map<ICellModel, string>();
   private _timer = 0;
   private _lastWrite = 0;
-  private _isDisposed = false;
 }
 
 /**

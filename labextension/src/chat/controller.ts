@@ -1,13 +1,12 @@
 import { Dialog, Notification, showDialog } from '@jupyterlab/apputils';
-import { PathExt } from '@jupyterlab/coreutils';
-import { NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
+import { NotebookPanel } from '@jupyterlab/notebook';
 import { Contents } from '@jupyterlab/services';
-import { IDisposable } from '@lumino/disposable';
 import { ISignal, Signal } from '@lumino/signaling';
 
 import { editedSource } from '../cellReview';
 import { CIConnection } from '../connection';
-import { FileOpener, notebookFolder } from '../files';
+import { FileOpener } from '../files';
+import { Lifecycle } from '../lifecycle';
 import { NotebookIndex } from '../notebooks';
 import { CellPlacement } from '../placement';
 import type { IPreview, IRunInfo, Mode } from '../protocol';
@@ -18,13 +17,13 @@ import {
   downloadConversation,
   fetchChatStatus
 } from './api';
+import { ChatAttachments } from './attachments';
+import { BoundNotebook } from './boundNotebook';
 import type { Attachment } from './input';
 import { ChatModel } from './model';
 import { IPanelPrefs, PanelPrefs } from './prefs';
 import type { ReviewAnswer } from './review';
 import { IRequestFields, buildRequest } from './request';
-import type { IProposal } from './steps';
-import { uploadFiles } from './upload';
 
 /**
  * What the panel shows besides the conversation.
@@ -54,23 +53,39 @@ export interface IChatState {
 
 /**
  * The chat panel's logic: binds it to the notebook in focus and turns the
- * user's actions into requests on the tab's connection to the server.
+ * user's actions into requests on the tab's connection to the server. What
+ * the panel does in that notebook (`notebook`) and what goes with its next
+ * request (`attachments`) have their own modules.
  */
-export class ChatController implements IDisposable {
+export class ChatController extends Lifecycle {
   constructor(options: ChatController.IOptions) {
+    super();
     this.index = options.index;
     this.connection = options.connection;
     this.runs = options.runs;
-    this.model = new ChatModel(options.connection, options.runs);
+    this.model = this.own(new ChatModel(options.connection, options.runs));
     this.prefs = options.prefs;
     this.placement = options.placement;
     this._userOptions = options.userOptions;
-    this._contents = options.contents ?? null;
-    this._openFile = options.openFile ?? null;
-    this.index.tracker.currentChanged.connect(this._onCurrent);
-    this.index.pathsChanged.connect(this._onCurrent);
-    this.connection.runsChanged.connect(this._onRuns);
-    this.prefs.changed.connect(this._onPrefs);
+    const path = (): string | null => this._state.path;
+    this.notebook = new BoundNotebook({
+      index: this.index,
+      placement: this.placement,
+      model: this.model,
+      path,
+      openFile: options.openFile ?? null
+    });
+    this.attachments = new ChatAttachments({
+      path,
+      notebook: () => this.notebook.panel,
+      contents: options.contents ?? null,
+      notice: (at, text) => this.model.addNotice(at, text),
+      changed: attachments => this._update({ attachments })
+    });
+    this.listen(this.index.tracker.currentChanged, this._onCurrent);
+    this.listen(this.index.pathsChanged, this._onCurrent);
+    this.listen(this.connection.runsChanged, this._onRuns);
+    this.listen(this.prefs.changed, this._onPrefs);
     this._state = {
       path: null,
       status: null,
@@ -93,6 +108,14 @@ export class ChatController implements IDisposable {
   readonly model: ChatModel;
   readonly prefs: PanelPrefs;
   readonly placement: CellPlacement;
+  /**
+   * The notebook the panel is bound to, as the panel acts on it.
+   */
+  readonly notebook: BoundNotebook;
+  /**
+   * What goes with the next request of each notebook.
+   */
+  readonly attachments: ChatAttachments;
 
   /**
    * Emitted whenever something the panel shows changes.
@@ -106,18 +129,6 @@ export class ChatController implements IDisposable {
    */
   get state(): IChatState {
     return this._state;
-  }
-
-  get isDisposed(): boolean {
-    return this._isDisposed;
-  }
-
-  /**
-   * The notebook panel the chat is bound to.
-   */
-  get notebook(): NotebookPanel | null {
-    const path = this._state.path;
-    return path ? this.index.panel(path) : null;
   }
 
   /**
@@ -149,7 +160,7 @@ export class ChatController implements IDisposable {
    * notebook.
    */
   async send(text: string, fixCellId: string | null = null): Promise<void> {
-    const panel = this.notebook;
+    const panel = this.notebook.panel;
     const path = this._state.path;
     if (!panel || !path) {
       return;
@@ -185,8 +196,7 @@ export class ChatController implements IDisposable {
         } else if (reply.note) {
           this.model.addNotice(path, reply.note);
         }
-        this._attachments.set(path, []);
-        this._update({ attachments: [] });
+        this.attachments.sent(path);
       } catch (error) {
         this.model.addRequest(path, prompt, null);
         this.model.addNotice(
@@ -261,7 +271,7 @@ export class ChatController implements IDisposable {
    * Show what the next request (the draft) would send to the model.
    */
   async showPreview(): Promise<void> {
-    const panel = this.notebook;
+    const panel = this.notebook.panel;
     const path = this._state.path;
     if (!panel || !path) {
       return;
@@ -294,90 +304,6 @@ export class ChatController implements IDisposable {
 
   closePreview(): void {
     this._update({ preview: null });
-  }
-
-  /**
-   * Attach the notebook's selected cells (their code goes with the request).
-   */
-  attachSelectedCells(): void {
-    const panel = this.notebook;
-    const path = this._state.path;
-    if (!panel || !path) {
-      return;
-    }
-    const notebook = panel.content;
-    const added: Attachment[] = [];
-    notebook.widgets.forEach((cell, index) => {
-      if (notebook.isSelectedOrActive(cell)) {
-        added.push({
-          kind: 'cell',
-          cellId: cell.model.id,
-          label: `cell [${index + 1}]`,
-          source: cell.model.sharedModel.getSource()
-        });
-      }
-    });
-    this._attach(path, added);
-  }
-
-  /**
-   * Attach files by their paths under the server's root (the server adds a
-   * table's schema and first rows).
-   */
-  attachFiles(paths: string[]): void {
-    const path = this._state.path;
-    if (!path) {
-      return;
-    }
-    this._attach(
-      path,
-      paths.map(file => ({ kind: 'file', path: file }))
-    );
-  }
-
-  /**
-   * Upload files dropped from outside JupyterLab into the notebook's folder
-   * (never over an existing file), then attach them; say what was not.
-   */
-  async uploadAndAttach(files: readonly File[]): Promise<void> {
-    const path = this._state.path;
-    if (!path || !files.length) {
-      return;
-    }
-    if (!this._contents) {
-      this.model.addNotice(
-        path,
-        'Files from outside JupyterLab cannot be taken here: upload them with the file browser, then attach them.'
-      );
-      return;
-    }
-    const folder = PathExt.dirname(path);
-    const { uploaded, refused } = await uploadFiles(
-      this._contents,
-      folder,
-      files
-    );
-    if (uploaded.length) {
-      this.attachFiles(uploaded);
-      const names = uploaded.map(file => PathExt.basename(file)).join(', ');
-      this.model.addNotice(
-        path,
-        `Uploaded ${names} to ${folder || 'the server’s root folder'} and attached it.`
-      );
-    }
-    for (const reason of refused) {
-      this.model.addNotice(path, reason);
-    }
-  }
-
-  removeAttachment(attachment: Attachment): void {
-    const path = this._state.path;
-    if (!path) {
-      return;
-    }
-    const kept = this._state.attachments.filter(item => item !== attachment);
-    this._attachments.set(path, kept);
-    this._update({ attachments: kept });
   }
 
   /**
@@ -429,91 +355,6 @@ export class ChatController implements IDisposable {
     }
   }
 
-  /**
-   * Insert code as a new cell below the bound notebook's active cell.
-   */
-  insertBelow(code: string): void {
-    const panel = this.notebook;
-    if (!panel) {
-      return;
-    }
-    NotebookActions.insertBelow(panel.content);
-    panel.content.activeCell?.model.sharedModel.setSource(code);
-  }
-
-  /**
-   * Insert text (an answer) as a Markdown cell of the bound notebook where
-   * the next request's cells would go, and select it: the next request's
-   * cells then follow it.
-   */
-  insertMarkdown(text: string): void {
-    const panel = this.notebook;
-    const model = panel?.content.model;
-    if (!panel || !model) {
-      return;
-    }
-    const anchor = this._anchor(panel);
-    const found = anchor ? NotebookIndex.cellIn(panel, anchor) : null;
-    const index = found ? found.index + 1 : model.cells.length;
-    model.sharedModel.insertCell(index, {
-      cell_type: 'markdown',
-      source: text
-    });
-    const notebook = panel.content;
-    notebook.activeCellIndex = index;
-    const widget = notebook.widgets[index];
-    if (widget) {
-      void notebook.scrollToCell(widget);
-    }
-  }
-
-  /**
-   * The folder where the bound notebook's runs' file paths start.
-   */
-  filesFolder(): string | null {
-    return notebookFolder(this._state.path);
-  }
-
-  /**
-   * Open a file (its path from the server's root) in JupyterLab.
-   */
-  openFile(path: string): void {
-    this._openFile?.(path);
-  }
-
-  /**
-   * Scroll the bound notebook to a cell and select it.
-   */
-  showCell(cellId: string): void {
-    const path = this._state.path;
-    if (!path) {
-      return;
-    }
-    const found = this.index.findCell(path, cellId);
-    if (!found) {
-      return;
-    }
-    const notebook = found.panel.content;
-    notebook.activeCellIndex = found.index;
-    const widget = notebook.widgets[found.index];
-    if (widget) {
-      void notebook.scrollToCell(widget);
-    }
-  }
-
-  /**
-   * A proposal with the source its cell holds now in the bound notebook (the
-   * cell is the truth once the code has streamed into it).
-   */
-  withCellSource(proposal: IProposal): IProposal {
-    const path = this._state.path;
-    const found = path ? this.index.findCell(path, proposal.cellId) : null;
-    const source = found?.model.sharedModel.getSource();
-    return source && source !== proposal.source
-      ? { ...proposal, source }
-      : proposal;
-  }
-
   setMode(mode: Mode | null): void {
     this.prefs.set('mode', mode);
   }
@@ -526,18 +367,6 @@ export class ChatController implements IDisposable {
     this.prefs.set('shareOutputs', share);
   }
 
-  dispose(): void {
-    if (this._isDisposed) {
-      return;
-    }
-    this._isDisposed = true;
-    this.index.tracker.currentChanged.disconnect(this._onCurrent);
-    this.index.pathsChanged.disconnect(this._onCurrent);
-    this.connection.runsChanged.disconnect(this._onRuns);
-    this.model.dispose();
-    Signal.clearData(this);
-  }
-
   private _request(
     panel: NotebookPanel,
     text: string,
@@ -546,34 +375,11 @@ export class ChatController implements IDisposable {
     return buildRequest(panel, {
       text,
       fixCellId,
-      anchorCellId: this._anchor(panel),
+      anchorCellId: this.notebook.anchor(panel),
       attachments: this._state.attachments,
       prefs: this._state.prefs,
       userOptions: this._userOptions()
     });
-  }
-
-  /**
-   * Where new cells go in the notebook: after the previous run's cells,
-   * unless the user has selected another cell since (`CellPlacement`).
-   */
-  private _anchor(panel: NotebookPanel): string | null {
-    return this.placement.anchor(
-      panel,
-      this.model.runCells(panel.context.path)
-    );
-  }
-
-  private _attach(path: string, added: Attachment[]): void {
-    const current = this._attachments.get(path) ?? [];
-    const key = (item: Attachment): string =>
-      item.kind === 'file' ? `f:${item.path}` : `c:${item.cellId}`;
-    const seen = new Set(current.map(key));
-    const next = [...current, ...added.filter(item => !seen.has(key(item)))];
-    this._attachments.set(path, next);
-    if (path === this._state.path) {
-      this._update({ attachments: next });
-    }
   }
 
   private readonly _onCurrent = (): void => {
@@ -583,7 +389,7 @@ export class ChatController implements IDisposable {
       this._update({
         path,
         draft: path ? (this._drafts.get(path) ?? '') : '',
-        attachments: path ? (this._attachments.get(path) ?? []) : [],
+        attachments: this.attachments.of(path),
         preview: null
       });
       if (path) {
@@ -631,12 +437,8 @@ export class ChatController implements IDisposable {
   }
 
   private readonly _userOptions: () => Record<string, unknown>;
-  private readonly _contents: Contents.IManager | null;
-  private readonly _openFile: FileOpener | null;
   private readonly _drafts = new Map<string, string>();
-  private readonly _attachments = new Map<string, Attachment[]>();
   private _state: IChatState;
-  private _isDisposed = false;
   private readonly _changed = new Signal<this, void>(this);
 }
 

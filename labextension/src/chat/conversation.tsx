@@ -106,7 +106,7 @@ function Entry(props: {
           />
           {entry.streaming ? null : (
             <AnswerActions
-              onInsert={() => controller.insertMarkdown(entry.text)}
+              onInsert={() => controller.notebook.insertMarkdown(entry.text)}
             />
           )}
         </div>

@@ -1,14 +1,15 @@
 import {
   Button,
   HTMLSelect,
+  IOptionProps,
   ToolbarButtonComponent,
   refreshIcon
 } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
 import type { Mode } from '../protocol';
+import type { IChatStatus } from './api';
 import { ChatController, IChatState } from './controller';
-import { ModelPicker } from './setup';
 
 /**
  * The panel's header: the notebook it is bound to, the model, the mode, the
@@ -42,24 +43,19 @@ export function Header(props: {
             onChange={model => controller.setModel(model)}
           />
         ) : null}
-        <label className="jp-jupyter-ci-field">
-          <span>Mode</span>
-          <HTMLSelect
-            className="jp-jupyter-ci-select"
-            data-testid="jupyter-ci-mode"
-            aria-label="Mode: auto runs cells, review asks first, insert never runs"
-            value={prefs.mode ?? ''}
-            onChange={event =>
-              controller.setMode((event.target.value || null) as Mode | null)
-            }
-            options={[
-              { value: '', label: 'server default' },
-              'auto',
-              'review',
-              'insert'
-            ]}
-          />
-        </label>
+        <SelectField
+          label="Mode"
+          name="Mode: auto runs cells, review asks first, insert never runs"
+          testid="jupyter-ci-mode"
+          value={prefs.mode ?? ''}
+          onChange={value => controller.setMode((value || null) as Mode | null)}
+          options={[
+            { value: '', label: 'server default' },
+            'auto',
+            'review',
+            'insert'
+          ]}
+        />
         <label className="jp-jupyter-ci-field jp-jupyter-ci-switch">
           <input
             type="checkbox"
@@ -73,32 +69,92 @@ export function Header(props: {
         </label>
       </div>
       <div className="jp-jupyter-ci-header-row">
-        <Button
-          type="button"
-          className="jp-jupyter-ci-button"
-          minimal
-          small
-          data-testid="jupyter-ci-export"
-          aria-label="Export the conversation as Markdown"
-          disabled={state.path === null}
-          onClick={() => void controller.exportMarkdown()}
-        >
-          Export
-        </Button>
-        <Button
-          type="button"
-          className="jp-jupyter-ci-button"
-          minimal
-          small
-          data-testid="jupyter-ci-clear"
-          aria-label="Clear the conversation"
-          disabled={state.path === null}
-          onClick={() => void controller.clear()}
-        >
-          Clear
-        </Button>
+        {[
+          {
+            label: 'Export',
+            name: 'Export the conversation as Markdown',
+            testid: 'jupyter-ci-export',
+            onClick: () => void controller.exportMarkdown()
+          },
+          {
+            label: 'Clear',
+            name: 'Clear the conversation',
+            testid: 'jupyter-ci-clear',
+            onClick: () => void controller.clear()
+          }
+        ].map(action => (
+          <Button
+            key={action.testid}
+            type="button"
+            className="jp-jupyter-ci-button"
+            minimal
+            small
+            data-testid={action.testid}
+            aria-label={action.name}
+            disabled={state.path === null}
+            onClick={action.onClick}
+          >
+            {action.label}
+          </Button>
+        ))}
       </div>
     </div>
+  );
+}
+
+/**
+ * Picks the model among those the server configured (the choice is saved as
+ * the user's default).
+ */
+function ModelPicker(props: {
+  status: IChatStatus;
+  value: string | null;
+  onChange: (model: string | null) => void;
+}): React.ReactElement | null {
+  const { status, value, onChange } = props;
+  if (status.models.length === 0) {
+    return null;
+  }
+  const current = value && status.models.includes(value) ? value : '';
+  return (
+    <SelectField
+      label="Model"
+      name="Model"
+      testid="jupyter-ci-model"
+      value={current}
+      onChange={model => onChange(model || null)}
+      options={[
+        { value: '', label: `${status.model ?? ''} (server default)` },
+        ...status.models
+      ]}
+    />
+  );
+}
+
+/**
+ * A select of the header with its label; `name` is its accessible name.
+ */
+function SelectField(props: {
+  label: string;
+  name: string;
+  testid: string;
+  value: string;
+  options: (string | IOptionProps)[];
+  onChange: (value: string) => void;
+}): React.ReactElement {
+  const { label, name, testid, value, options, onChange } = props;
+  return (
+    <label className="jp-jupyter-ci-field">
+      <span>{label}</span>
+      <HTMLSelect
+        className="jp-jupyter-ci-select"
+        data-testid={testid}
+        aria-label={name}
+        value={value}
+        onChange={event => onChange(event.target.value)}
+        options={options}
+      />
+    </label>
   );
 }
 

@@ -1,7 +1,7 @@
-import { IDisposable } from '@lumino/disposable';
 import { ISignal, Signal } from '@lumino/signaling';
 
 import { CIConnection } from '../connection';
+import { Lifecycle } from '../lifecycle';
 import type { IUsage, RunEvent } from '../protocol';
 import { RunTracker } from '../runs';
 import { IStoredConversation, IStoredMessage, fetchConversation } from './api';
@@ -37,11 +37,12 @@ export interface IConversationView {
  * the run events of runs on that notebook into it as they arrive (the model's
  * prose streaming, notices, and each run's progress).
  */
-export class ChatModel implements IDisposable {
+export class ChatModel extends Lifecycle {
   constructor(connection: CIConnection, runs: RunTracker) {
+    super();
     this._connection = connection;
     this._runs = runs;
-    connection.events.connect(this._onEvent);
+    this.listen(connection.events, this._onEvent);
   }
 
   /**
@@ -49,10 +50,6 @@ export class ChatModel implements IDisposable {
    */
   get changed(): ISignal<this, string> {
     return this._changed;
-  }
-
-  get isDisposed(): boolean {
-    return this._isDisposed;
   }
 
   /**
@@ -191,15 +188,6 @@ export class ChatModel implements IDisposable {
     return cells;
   }
 
-  dispose(): void {
-    if (this._isDisposed) {
-      return;
-    }
-    this._isDisposed = true;
-    this._connection.events.disconnect(this._onEvent);
-    Signal.clearData(this);
-  }
-
   private _pathOf(runId: string): string | null {
     const known = this._runPaths.get(runId);
     if (known) {
@@ -326,7 +314,6 @@ export class ChatModel implements IDisposable {
   private readonly _runPaths = new Map<string, string>();
   private readonly _streams = new Map<string, { key: string; open: boolean }>();
   private _keys = 0;
-  private _isDisposed = false;
   private readonly _changed = new Signal<this, string>(this);
 }
 

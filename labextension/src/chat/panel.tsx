@@ -69,7 +69,7 @@ export class ChatPanel extends ReactWidget {
           event.preventDefault();
           event.stopPropagation();
           drag.dropAction = drag.proposedAction;
-          this._controller.attachFiles(
+          this._controller.attachments.attachFiles(
             paths.filter((p): p is string => typeof p === 'string')
           );
         }
@@ -100,7 +100,9 @@ export class ChatPanel extends ReactWidget {
         event.preventDefault();
         event.stopPropagation();
         this.removeClass('jp-mod-dropTarget');
-        void this._controller.uploadAndAttach(Array.from(transfer.files));
+        void this._controller.attachments.uploadAndAttach(
+          Array.from(transfer.files)
+        );
         break;
       default:
         break;

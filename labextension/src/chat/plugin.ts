@@ -105,7 +105,7 @@ export function addChatPanel(
           : Array.from(options.fileBrowser?.selectedItems() ?? [])
               .filter(item => item.type !== 'directory')
               .map(item => item.path);
-      controller.attachFiles(paths);
+      controller.attachments.attachFiles(paths);
       show();
     }
   });
@@ -113,7 +113,7 @@ export function addChatPanel(
     label: 'Attach selected cells to jupyter-ci',
     isEnabled: () => controller.state.path !== null,
     execute: () => {
-      controller.attachSelectedCells();
+      controller.attachments.attachSelectedCells();
       show();
     }
   });

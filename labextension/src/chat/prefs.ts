@@ -2,6 +2,7 @@ import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { ISignal, Signal } from '@lumino/signaling';
 
 import type { Mode } from '../protocol';
+import { followSettings } from '../settings';
 
 /**
  * The panel's choices that are also the user's settings (the settings
@@ -19,16 +20,11 @@ export interface IPanelPrefs {
  */
 export class PanelPrefs {
   constructor(registry: ISettingRegistry | null, pluginId: string) {
-    if (registry) {
-      registry
-        .load(pluginId)
-        .then(settings => {
-          this._settings = settings;
-          this._read(settings);
-          settings.changed.connect(this._read);
-        })
-        .catch(() => undefined);
-    }
+    followSettings(registry, pluginId, this._read)
+      .then(settings => {
+        this._settings = settings;
+      })
+      .catch(() => undefined);
   }
 
   /**

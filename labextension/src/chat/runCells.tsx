@@ -1,8 +1,8 @@
 import { Clipboard } from '@jupyterlab/apputils';
 import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
-import { Button } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
+import { WordButton } from '../wordButton';
 import { CODE_BUTTONS, ICodeActions, Markdown } from './markdown';
 import type { IRunProgress } from './steps';
 
@@ -100,16 +100,21 @@ function RunCell(props: {
         )}
         {note ? <span className="jp-jupyter-ci-cell-note">{note}</span> : null}
         <span className="jp-jupyter-ci-code-actions">
-          <CodeButton
-            kind={CODE_BUTTONS.insert}
-            disabled={!complete}
-            onClick={() => actions.insertBelow(source)}
-          />
-          <CodeButton
-            kind={CODE_BUTTONS.copy}
-            disabled={!complete}
-            onClick={() => Clipboard.copyToSystem(source)}
-          />
+          {(
+            [
+              [CODE_BUTTONS.insert, () => actions.insertBelow(source)],
+              [CODE_BUTTONS.copy, () => Clipboard.copyToSystem(source)]
+            ] as const
+          ).map(([word, onClick]) => (
+            <WordButton
+              key={word.label}
+              word={word}
+              className="jp-jupyter-ci-button"
+              minimal
+              disabled={!complete}
+              onClick={onClick}
+            />
+          ))}
         </span>
       </div>
       {writing !== null || source ? (
@@ -120,28 +125,6 @@ function RunCell(props: {
         />
       ) : null}
     </li>
-  );
-}
-
-function CodeButton(props: {
-  kind: { label: string; description: string };
-  disabled: boolean;
-  onClick: () => void;
-}): React.ReactElement {
-  const { kind, disabled, onClick } = props;
-  return (
-    <Button
-      type="button"
-      className="jp-jupyter-ci-button"
-      minimal
-      small
-      title={kind.description}
-      aria-label={kind.description}
-      disabled={disabled}
-      onClick={onClick}
-    >
-      {kind.label}
-    </Button>
   );
 }
 

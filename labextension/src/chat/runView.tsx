@@ -41,7 +41,7 @@ export function RunSteps(props: {
                 type="button"
                 className="jp-jupyter-ci-link"
                 aria-label={`${step.label}: show the cell`}
-                onClick={() => controller.showCell(step.cellId!)}
+                onClick={() => controller.notebook.showCell(step.cellId!)}
               >
                 {step.label}
               </button>
@@ -55,13 +55,13 @@ export function RunSteps(props: {
         progress={progress}
         rendermime={rendermime}
         actions={actions}
-        onShowCell={cellId => controller.showCell(cellId)}
+        onShowCell={cellId => controller.notebook.showCell(cellId)}
       />
       {progress.files.length > 0 ? (
         <RunFiles
           files={progress.files}
-          folder={controller.filesFolder()}
-          onOpen={path => controller.openFile(path)}
+          folder={controller.notebook.filesFolder()}
+          onOpen={path => controller.notebook.openFile(path)}
         />
       ) : null}
       {progress.error ? (
@@ -72,9 +72,11 @@ export function RunSteps(props: {
       {progress.review ? (
         <ReviewCard
           key={`${progress.review.cellId}-${progress.attempt}`}
-          proposal={controller.withCellSource(progress.review)}
+          proposal={controller.notebook.withCellSource(progress.review)}
           reason={progress.reason}
-          onShowCell={() => controller.showCell(progress.review!.cellId)}
+          onShowCell={() =>
+            controller.notebook.showCell(progress.review!.cellId)
+          }
           onAnswer={answer =>
             void controller.review(
               progress.runId,

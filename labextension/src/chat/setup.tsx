@@ -1,4 +1,3 @@
-import { HTMLSelect } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
 import type { IChatStatus } from './api';
@@ -54,37 +53,5 @@ export function SetupCard(props: { status: IChatStatus }): React.ReactElement {
         </p>
       )}
     </section>
-  );
-}
-
-/**
- * Picks the model among those the server configured (the choice is saved as
- * the user's default).
- */
-export function ModelPicker(props: {
-  status: IChatStatus;
-  value: string | null;
-  onChange: (model: string | null) => void;
-}): React.ReactElement | null {
-  const { status, value, onChange } = props;
-  if (status.models.length === 0) {
-    return null;
-  }
-  const current = value && status.models.includes(value) ? value : '';
-  return (
-    <label className="jp-jupyter-ci-field">
-      <span>Model</span>
-      <HTMLSelect
-        className="jp-jupyter-ci-select"
-        data-testid="jupyter-ci-model"
-        aria-label="Model"
-        value={current}
-        onChange={event => onChange(event.target.value || null)}
-        options={[
-          { value: '', label: `${status.model ?? ''} (server default)` },
-          ...status.models
-        ]}
-      />
-    </label>
   );
 }

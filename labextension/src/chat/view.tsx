@@ -105,7 +105,7 @@ export function ChatView(props: {
   const state = useChatState(controller, shown);
   const conversation = useConversation(controller, state.path, shown);
   const actions = React.useMemo<ICodeActions>(
-    () => ({ insertBelow: code => controller.insertBelow(code) }),
+    () => ({ insertBelow: code => controller.notebook.insertBelow(code) }),
     [controller]
   );
   React.useEffect(() => {
@@ -161,7 +161,7 @@ export function ChatView(props: {
           draft={state.draft}
           onDraft={text => controller.setDraft(text)}
           onSend={text => void controller.send(text)}
-          onRemoveAttachment={item => controller.removeAttachment(item)}
+          onRemoveAttachment={item => controller.attachments.remove(item)}
         />
         <div
           className="jp-jupyter-ci-compose-actions"
@@ -175,7 +175,7 @@ export function ChatView(props: {
             aria-label="Attach the selected cells to the next request"
             title="Attach the selected cells"
             disabled={state.path === null}
-            onClick={() => controller.attachSelectedCells()}
+            onClick={() => controller.attachments.attachSelectedCells()}
           >
             Attach cells
           </Button>
