@@ -38,6 +38,18 @@ import process from 'node:process';
 import { fileURLToPath } from 'node:url';
 import * as prettier from 'prettier';
 
+import {
+  describe,
+  doc,
+  isPlainObject,
+  joinSentences,
+  key,
+  literal,
+  SchemaError,
+  union,
+  upperSnake
+} from './protocol-text.mjs';
+
 export const ROOT = path.resolve(
   path.dirname(fileURLToPath(import.meta.url)),
   '..'
@@ -100,9 +112,6 @@ const PRIMITIVES = {
   boolean: 'boolean',
   null: 'null'
 };
-const WIDTH = 80;
-
-class SchemaError extends Error {}
 
 /**
  * Generate the TypeScript source (formatted) for a parsed protocol schema.
@@ -452,103 +461,6 @@ class Generator {
       .filter(block => block !== '');
     return `${HEADER}\n${blocks.join('\n\n')}\n\n${map.join('\n')}\n\n${constants.join('\n\n')}\n`;
   }
-}
-
-function isPlainObject(value) {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
-function literal(value, where) {
-  if (
-    typeof value === 'string' ||
-    typeof value === 'number' ||
-    typeof value === 'boolean' ||
-    value === null
-  ) {
-    return JSON.stringify(value);
-  }
-  throw new SchemaError(
-    `only scalar const/enum values are supported, at ${where}`
-  );
-}
-
-/** `CICellPattern` → `CI_CELL_PATTERN`, `CellStatus` → `CELL_STATUS`. */
-function upperSnake(name) {
-  return name
-    .replace(/([a-z0-9])([A-Z])/g, '$1_$2')
-    .replace(/([A-Z]+)([A-Z][a-z])/g, '$1_$2')
-    .toUpperCase();
-}
-
-function union(types) {
-  return [...new Set(types)].join(' | ');
-}
-
-function key(name) {
-  return /^[A-Za-z_$][A-Za-z0-9_$]*$/.test(name) ? name : JSON.stringify(name);
-}
-
-function joinSentences(...parts) {
-  return parts.filter(Boolean).join(' ');
-}
-
-/** A property's description with its constraints that types cannot carry. */
-function describe(node) {
-  const types = Array.isArray(node.type) ? node.type : [node.type];
-  const notes = [];
-  if (types.includes('integer')) {
-    notes.push('an integer');
-  }
-  if (node.minimum !== undefined) {
-    notes.push(`at least ${node.minimum}`);
-  }
-  if (node.maximum !== undefined) {
-    notes.push(`at most ${node.maximum}`);
-  }
-  if (node.minLength !== undefined) {
-    notes.push(
-      `at least ${node.minLength} character${node.minLength === 1 ? '' : 's'}`
-    );
-  }
-  if (node.maxLength !== undefined) {
-    notes.push(`at most ${node.maxLength} characters`);
-  }
-  if (node.pattern !== undefined) {
-    notes.push(`matching \`${node.pattern}\``);
-  }
-  const constraint = notes.length
-    ? `${notes[0][0].toUpperCase()}${notes.join(', ').slice(1)}.`
-    : undefined;
-  return joinSentences(node.description, constraint);
-}
-
-/** A JSDoc comment, wrapped to the line width, or '' for no text. */
-function doc(text, indent) {
-  if (!text) {
-    return '';
-  }
-  const width = WIDTH - indent.length - 3;
-  const lines = [];
-  for (const paragraph of text.replaceAll('*/', '*\\/').split('\n\n')) {
-    if (lines.length) {
-      lines.push('');
-    }
-    let line = '';
-    for (const word of paragraph.trim().split(/\s+/)) {
-      if (line && line.length + 1 + word.length > width) {
-        lines.push(line);
-        line = word;
-      } else {
-        line = line ? `${line} ${word}` : word;
-      }
-    }
-    lines.push(line);
-  }
-  return [
-    `${indent}/**`,
-    ...lines.map(l => (l ? `${indent} * ${l}` : `${indent} *`)),
-    `${indent} */`
-  ].join('\n');
 }
 
 function parseArgs(argv) {
