@@ -355,7 +355,9 @@ def test_bench_end_to_end_with_the_scripted_model(tmp_path: Path) -> None:
         Reply.code(MEAN_CODE, match=r"Question: Calculate the mean fare"),
         Reply.text("The mean fare is @mean_fare[34.65].", match=r"@mean_fare\[34\.65\]"),
         Reply.code("print(undefined_name)", match=r"Question: How many passengers"),
-        Reply.code(COUNT_CODE, match=r"NameError"),  # the fix, after a failed first attempt
+        # The first fix repeats the code that failed: not run, and counted in the record.
+        Reply.code("print(undefined_name)", match=r"NameError"),
+        Reply.code(COUNT_CODE, match=r"Take a different approach"),
         Reply.text("There are @count[4] passengers.", match=r"@count\[4\]"),
     ]
     out = tmp_path / "out"
@@ -386,11 +388,18 @@ def test_bench_end_to_end_with_the_scripted_model(tmp_path: Path) -> None:
     assert count["correct"] is False
     assert count["category"] == "wrong_answer"
     assert count["answers"] == {"count": "4"}
-    assert (count["attempts"], count["cells"]) == (2, 1)
+    assert (count["attempts"], count["cells"]) == (2, 1)  # cells run; the repeat was not
+    # Each try's code, so that what the retries did can be read afterwards.
+    assert [(t["code"], t["status"]) for t in count["tries"]] == [
+        ("print(undefined_name)", "error"),
+        (COUNT_CODE, "ok"),
+    ]
+    assert count["tries"][0]["cell"] == count["tries"][1]["cell"]
+    assert (mean["repeated_fixes"], count["repeated_fixes"]) == (0, 1)
     assert mean["first_attempt"] == {"answers": {"mean_fare": "34.65"}, "correct": True}
     assert count["first_attempt"] == {"answers": {}, "correct": False}
     # One prompt size per model call; the conversation grows from call to call.
-    assert (mean["model_calls"], count["model_calls"]) == (2, 3)
+    assert (mean["model_calls"], count["model_calls"]) == (2, 4)
     for line in lines:
         calls = line["call_prompt_tokens"]
         assert len(calls) == line["model_calls"]
@@ -405,6 +414,8 @@ def test_bench_end_to_end_with_the_scripted_model(tmp_path: Path) -> None:
     summary = json.loads((out / "summary.json").read_text())
     assert (summary["n"], summary["correct"], summary["accuracy"]) == (2, 1, 0.5)
     assert summary["attempts_mean"] == 1.5
+    assert summary["repeated_fixes"] == 1
+    assert "fixes that repeated the failed code (not run): 1" in result.stdout
     assert summary["first_attempt_correct"] == 1
     assert summary["failures"]["wrong_answer"] == 1
     assert "accuracy: 1/2 correct (50.0%)" in result.stdout

@@ -61,6 +61,9 @@ STOP_INTERRUPTS = 5
 FIX_CONTEXT_TIMEOUT = 15.0
 
 
+#: The notice when a fix repeats the code that just failed (it is not run); the bench counts them.
+SAME_CODE_NOTICE = "The model proposed the code that just failed again; it was not run"
+
 #: End reasons after which nothing more is asked of the kernel: it or the tab is gone.
 _KERNEL_OR_TAB_GONE = frozenset({"kernel_died", "notebook_unavailable"})
 
@@ -276,8 +279,7 @@ class AgentRun(Reviewing):
                 self.emit(
                     "message",
                     role="notice",
-                    text=f"The model proposed the code that just failed again; it was not run "
-                    f"(attempt {attempt}/{self.settings.max_attempts}).",
+                    text=f"{SAME_CODE_NOTICE} (attempt {attempt}/{self.settings.max_attempts}).",
                 )
                 if attempt >= self.settings.max_attempts:
                     raise _Finish(RunState.FAILED, "max_attempts", self._error_of(execution))

@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from ..agent.loop import SAME_CODE_NOTICE
 from ..errors import ConfigError
 from ..settings import Settings
 from .scoring import Score, extract_answers, score
@@ -193,12 +194,27 @@ async def run_task(task: Task, settings: Settings, out_dir: Path) -> dict[str, A
     first_digest: list[str] = []
     #: Prompt tokens of each model call (usage events carry the run's running totals).
     call_prompts: list[int] = []
+    #: Each execution: the cell, the code that ran and how it ended (what the retries did).
+    tries: list[dict[str, Any]] = []
+    sources: dict[str, str] = {}
+    #: Fixes that repeated the code that had just failed (the loop does not run them).
+    repeated: list[str] = []
 
     def on_event(event: dict[str, Any]) -> None:
+        kind = event["type"]
+        if kind in ("cell_inserted", "cell_updated"):
+            sources[str(event["cell_id"])] = str(event.get("source") or "")
+        elif kind == "execution_finished":
+            cell_id = str(event["cell_id"])
+            tries.append(
+                {"cell": cell_id, "code": sources.get(cell_id, ""), "status": event["status"]}
+            )
+        elif kind == "message" and str(event.get("text", "")).startswith(SAME_CODE_NOTICE):
+            repeated.append(str(event["text"]))
         # The first execution's outputs: what a one-shot run (one cell, one try) would have.
-        if event["type"] == "execution_finished" and not first_digest:
+        if kind == "execution_finished" and not first_digest:
             first_digest.append(str(event.get("digest") or ""))
-        elif event["type"] == "usage":
+        elif kind == "usage":
             total = int(event["usage"].get("prompt_tokens") or 0)
             call_prompts.append(total - sum(call_prompts))
 
@@ -256,6 +272,8 @@ async def run_task(task: Task, settings: Settings, out_dir: Path) -> dict[str, A
         "error": error,
         "answer": answer[:2000],
         "notebook": f"notebooks/{name}.ipynb" if kept.is_file() else None,
+        "tries": tries,
+        "repeated_fixes": len(repeated),
     }
 
 
