@@ -29,24 +29,29 @@ class SubscribeRequest(TypedDict):
     notebook_paths: list[str]
 
 
-class StartRunRequest(TypedDict):
-    """Start a run."""
+class RunRequestBase(TypedDict):
+    """What a request for a run says, the same in start_run and preview."""
 
-    request: Literal["start_run"]
     request_id: NotRequired[str]
     notebook_path: str
     kernel_id: str
-    prompt: str
     options: dict[str, Any]
     anchor_cell_id: str | None
-    handoff_nonce: str | None
-    origin: NotRequired[Literal["panel", "magic"]]
-    regenerate: NotRequired[bool]
     session_options: NotRequired[dict[str, Any]]
     user_options: NotRequired[dict[str, Any]]
     fix_cell_id: NotRequired[str | None]
     attachments: NotRequired[list[str]]
     attached_cell_ids: NotRequired[list[str]]
+
+
+class StartRunRequest(RunRequestBase):
+    """Start a run."""
+
+    request: Literal["start_run"]
+    prompt: str
+    handoff_nonce: str | None
+    origin: NotRequired[Literal["panel", "magic"]]
+    regenerate: NotRequired[bool]
 
 
 class StopRunRequest(TypedDict):
@@ -77,21 +82,11 @@ class ReplayRequest(TypedDict):
     after_seq: int
 
 
-class PreviewRequest(TypedDict):
+class PreviewRequest(RunRequestBase):
     """What a request would send to the model, without sending it."""
 
     request: Literal["preview"]
-    request_id: NotRequired[str]
-    notebook_path: str
-    kernel_id: str
     prompt: str
-    options: dict[str, Any]
-    anchor_cell_id: str | None
-    fix_cell_id: NotRequired[str | None]
-    attachments: NotRequired[list[str]]
-    attached_cell_ids: NotRequired[list[str]]
-    session_options: NotRequired[dict[str, Any]]
-    user_options: NotRequired[dict[str, Any]]
 
 
 class ExpectHandoffRequest(TypedDict):

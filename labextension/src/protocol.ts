@@ -574,14 +574,13 @@ export interface ICallProgress {
 export type CallReply = ICallResult | ICallFailure;
 
 /**
- * Start a run (from the panel, or a claimed %%ci handoff). options are the
- * request's own options; session_options the %ci session settings of the kernel
- * (from the handoff); user_options the user's JupyterLab settings. All three
- * are untrusted: they may choose among what the server configured, never a new
- * api_base.
+ * What a request for a run says, the same in start_run and in preview (which
+ * shows what start_run would send). options are the request's own options;
+ * session_options the %ci session settings of the kernel (from the handoff);
+ * user_options the user's JupyterLab settings. All three are untrusted: they
+ * may choose among what the server configured, never a new api_base.
  */
-export interface IStartRunRequest {
-  request: 'start_run';
+export interface IRunRequestBase {
   /**
    * Chosen by the client; the server's RequestReply carries it back as
    * reply_to. At least 1 character.
@@ -592,22 +591,8 @@ export interface IStartRunRequest {
    * The notebook's kernel (one run at a time per kernel). At least 1 character.
    */
   kernel_id: string;
-  /**
-   * At least 1 character.
-   */
-  prompt: string;
   options: Record<string, unknown>;
   anchor_cell_id: string | null;
-  handoff_nonce: string | null;
-  /**
-   * panel (refused while the kernel is busy) or magic (queued in order).
-   */
-  origin?: 'panel' | 'magic';
-  /**
-   * %%ci --regenerate: replace the unedited generated cells of the anchor's
-   * last run.
-   */
-  regenerate?: boolean;
   session_options?: Record<string, unknown>;
   user_options?: Record<string, unknown>;
   /**
@@ -624,6 +609,27 @@ export interface IStartRunRequest {
    * first rows go into the context.
    */
   attachments?: string[];
+}
+
+/**
+ * Start a run (from the panel, or a claimed %%ci handoff).
+ */
+export interface IStartRunRequest extends IRunRequestBase {
+  request: 'start_run';
+  /**
+   * At least 1 character.
+   */
+  prompt: string;
+  handoff_nonce: string | null;
+  /**
+   * panel (refused while the kernel is busy) or magic (queued in order).
+   */
+  origin?: 'panel' | 'magic';
+  /**
+   * %%ci --regenerate: replace the unedited generated cells of the anchor's
+   * last run.
+   */
+  regenerate?: boolean;
 }
 
 export interface IStopRunRequest {
@@ -679,26 +685,9 @@ export interface IReplayRequest {
  * fields as start_run. The reply's preview holds the messages and their token
  * count.
  */
-export interface IPreviewRequest {
+export interface IPreviewRequest extends IRunRequestBase {
   request: 'preview';
-  /**
-   * Chosen by the client; the server's RequestReply carries it back as
-   * reply_to. At least 1 character.
-   */
-  request_id?: string;
-  notebook_path: string;
-  /**
-   * At least 1 character.
-   */
-  kernel_id: string;
   prompt: string;
-  options: Record<string, unknown>;
-  anchor_cell_id: string | null;
-  fix_cell_id?: string | null;
-  attachments?: string[];
-  attached_cell_ids?: string[];
-  session_options?: Record<string, unknown>;
-  user_options?: Record<string, unknown>;
 }
 
 /**
@@ -1010,6 +999,7 @@ export interface IProtocolDefinitions {
   CallFailure: ICallFailure;
   CallProgress: ICallProgress;
   CallReply: CallReply;
+  RunRequestBase: IRunRequestBase;
   StartRunRequest: IStartRunRequest;
   StopRunRequest: IStopRunRequest;
   ReviewRequest: IReviewRequest;
