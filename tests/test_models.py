@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
+import types
 
 import pytest
 
 from jupyter_ci.errors import ConfigError, ModelError
+from jupyter_ci.models import litellm_model
 from jupyter_ci.models.litellm_model import LiteLLMModel, estimate_tokens
 from jupyter_ci.models.scrub import scrub
 from jupyter_ci.settings import Settings
@@ -222,3 +225,24 @@ async def test_vision_is_looked_up_once_litellm_is_loaded() -> None:
         unknown = model_for(server, "openai/scripted")
         await unknown.complete(MESSAGES)
         assert unknown.vision is False
+
+
+def test_a_failed_litellm_import_says_so_and_leaves_nothing_half_imported(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Seen in the test suite: a warning turned into an error in the middle of litellm's import
+    # left litellm.exceptions behind, and every later run failed with "module 'litellm' has no
+    # attribute 'exceptions'" as an internal error.
+    for name in [n for n in sys.modules if n == "litellm" or n.startswith("litellm.")]:
+        monkeypatch.delitem(sys.modules, name)  # put back as they were after the test
+
+    def failing_import(name: str) -> types.ModuleType:
+        sys.modules["litellm.exceptions"] = types.ModuleType("litellm.exceptions")
+        raise UserWarning("Items 'model' on TypedDict class 'Info' use ReadOnly")
+
+    monkeypatch.setattr(litellm_model.importlib, "import_module", failing_import)
+    with pytest.raises(ConfigError) as raised:
+        litellm_model._load_litellm()
+    assert "litellm could not be imported: UserWarning: Items 'model'" in raised.value.message
+    assert "pip install -U litellm" in raised.value.hint
+    assert not [n for n in sys.modules if n == "litellm" or n.startswith("litellm.")]

@@ -44,7 +44,18 @@ def _load_litellm() -> Any:
     with _import_lock:
         already = "litellm" in sys.modules
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-        module: Any = importlib.import_module("litellm")
+        try:
+            module: Any = importlib.import_module("litellm")
+        except Exception as error:
+            # A failed import leaves litellm's submodules behind, and a second try would then
+            # get a litellm without them ("no attribute 'exceptions'"): forget them all.
+            for name in [n for n in sys.modules if n == "litellm" or n.startswith("litellm.")]:
+                del sys.modules[name]
+            raise ConfigError(
+                f"The model library litellm could not be imported: {type(error).__name__}: {error}",
+                hint="Check the server's Python environment (pip install -U litellm); the next "
+                "request tries again.",
+            ) from error
         module.suppress_debug_info = True
         if FREEZE_AFTER_IMPORT and not already:
             gc.collect()

@@ -172,7 +172,7 @@ async def test_no_piece_of_the_key_reaches_a_tab_or_the_database(
     for echo in echoes:
         reply = await tab.request(start_request("a.ipynb", kernel_id, "hello"))
         end = await tab.wait_for_event(finished, reply["run_id"], timeout=60)
-        assert (end["state"], end["reason"]) == ("failed", "model_error")
+        assert (end["state"], end["reason"]) == ("failed", "model_error"), end["error"]
         assert "Incorrect API key provided: [key]" in end["error"]["message"], echo
     await app.store.close()  # everything written, so the file holds all there is
     sent = json.dumps(tab.received).lower()
