@@ -72,7 +72,8 @@ class StartResult:
     """What a ``start_run`` request led to: a run (and its queue position), or only a note.
 
     ``run_id`` is None when no run was needed: a ``%%ci`` whose generated cells are still in the
-    notebook is not sent to the model again.
+    notebook is not sent to the model again. It is the run already going when the same ``%%ci``
+    runs again meanwhile (Run All while its cell waits for review).
     """
 
     run_id: str | None

@@ -239,6 +239,24 @@ class RunManager:
         note = ""
         anchor = request.get("anchor_cell_id")
         if origin == "magic" and isinstance(anchor, str) and anchor:
+            busy = next(
+                (
+                    r
+                    for r in lane
+                    if r.notebook_path == notebook_path and r.anchor_cell_id == anchor
+                ),
+                None,
+            )
+            if busy is not None:
+                # Run All again while this %%ci's request waits (for a review, say): its cells
+                # are not the previous answer to replace, they are still being written. The
+                # cell follows that run again (its status, and the cells after it wait for it).
+                return StartResult(
+                    busy.run_id,
+                    lane.index(busy),
+                    note="This %%ci's request is still going: following it, not asking again. "
+                    "Stop it to ask again.",
+                )
             generate, note = await previous_cells(
                 self.probes,
                 self.recorder,

@@ -349,6 +349,43 @@ def test_review_works_from_the_notebook_alone(
     assert model_context.jupyter_ci_errors == []
 
 
+def test_run_all_again_while_a_cell_waits_for_review_follows_the_same_request(
+    model_context: Any, model_lab: Lab, model: ScriptedModelServer
+) -> None:
+    model.set_script([Reply.code("r1 = 'first'\nprint(r1)"), Reply.text("First request done.")])
+    path = write_notebook(
+        model_lab,
+        ["%load_ext jupyter_ci", "%%ci --review one step", "after = 'user cell'\nprint(after)"],
+    )
+    page = model_context.new_page()
+    open_lab_app(page, model_lab)
+    open_notebook(page, path)
+    run_all(page, path)
+    waiting = waiting_cell(page, path)
+    # Run All again: the %%ci follows its request still going (nothing deleted, the model not
+    # asked again); Run All running the waiting cell counts as Run; the user's cell runs after.
+    run_all(page, path)
+    status = wait_for_status(page, path, 1, NB_TERMINAL)
+    assert status["state"] == "done", dump(page, path)
+    wait_until(
+        lambda: "user cell" in text_of(cells(page, path)[-1]["outputs"]), 60, "the user's cell"
+    )
+    now = cells(page, path)
+    assert [c["source"] for c in now[2:]] == [
+        waiting["source"],
+        "after = 'user cell'\nprint(after)",
+    ]
+    assert now[2]["id"] == waiting["id"]
+    assert text_of(now[2]["outputs"]) == "first\n"  # run once
+    assert now[2]["execution_count"] < now[3]["execution_count"]  # in reading order
+    shown = text_of(now[1]["outputs"])
+    assert "still going: following it, not asking again" in shown, shown
+    assert "First request done." in shown
+    assert len(model.chat_requests) == 2
+    assert panel(page, path).locator('[data-testid="jupyter-ci-cell-review"]').count() == 0
+    assert model_context.jupyter_ci_errors == []
+
+
 def test_a_missing_package_asks_to_install_and_continue_in_the_notebook_and_the_panel(
     model_context: Any, model_lab: Lab, model: ScriptedModelServer
 ) -> None:

@@ -476,6 +476,55 @@ async def test_rerunning_a_magic_cell_whose_request_failed_asks_again(
     assert notebook.sources()[1:] == ["c = 3"]
 
 
+async def test_rerunning_a_magic_cell_whose_request_still_waits_leaves_it_alone(
+    app: JupyterCIServer,
+    model_server: ScriptedModelServer,
+    start_kernel: KernelStarter,
+    tab_factory: TabFactory,
+) -> None:
+    # Run All again while the %%ci's cell waits for review: found by trying it in JupyterLab,
+    # where the cell waiting for review was deleted as if it were a finished request's answer.
+    model_server.set_script([Reply.code("d = 4"), Reply.text("Done.")])
+    kernel_id = await start_kernel()
+    tab = await open_tab(tab_factory, kernel_id)
+    notebook = tab.notebooks["a.ipynb"]
+    magic = start_request(
+        "a.ipynb",
+        kernel_id,
+        "four",
+        origin="magic",
+        anchor_cell_id="c0",
+        options={"mode": "review"},
+    )
+    first = await tab.request(magic)
+    run_id = first["run_id"]
+    await tab.wait_for_event(
+        lambda e: e["type"] == "state" and e["state"] == "awaiting_approval", run_id
+    )
+    waiting = next(e for e in tab.events(run_id) if e["type"] == "cell_inserted")["cell_id"]
+    again = await tab.request(magic)
+    assert again["ok"] is True, again
+    assert again["run_id"] == run_id, again  # the cell follows the run already going
+    assert again["note"] == (
+        "This %%ci's request is still going: following it, not asking again. Stop it to ask again."
+    )
+    assert waiting in [c["id"] for c in notebook.cells]
+    answer = await tab.request(
+        {
+            "request": "review",
+            "run_id": run_id,
+            "cell_id": waiting,
+            "decision": "run",
+            "source": None,
+        }
+    )
+    assert answer["ok"] is True, answer
+    end = await tab.wait_for_event(finished, run_id, timeout=60)
+    assert (end["state"], end["reason"]) == ("done", "answered"), end
+    assert notebook.cell(waiting)["outputs"] == []  # d = 4 prints nothing, and it ran once
+    assert notebook.cell(waiting)["execution_count"] is not None
+
+
 async def test_the_tab_hears_which_files_the_run_wrote(
     app: JupyterCIServer,
     model_server: ScriptedModelServer,
