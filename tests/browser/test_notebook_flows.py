@@ -367,9 +367,13 @@ def test_run_all_again_while_a_cell_waits_for_review_follows_the_same_request(
     run_all(page, path)
     status = wait_for_status(page, path, 1, NB_TERMINAL)
     assert status["state"] == "done", dump(page, path)
-    wait_until(
-        lambda: "user cell" in text_of(cells(page, path)[-1]["outputs"]), 60, "the user's cell"
-    )
+
+    def user_cell_done() -> bool:
+        # Its output comes before its reply, which sets the execution count.
+        last = cells(page, path)[-1]
+        return "user cell" in text_of(last["outputs"]) and last["execution_count"] is not None
+
+    wait_until(user_cell_done, 60, "the user's cell")
     now = cells(page, path)
     assert [c["source"] for c in now[2:]] == [
         waiting["source"],
