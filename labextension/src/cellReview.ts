@@ -1,6 +1,11 @@
 import { Notification } from '@jupyterlab/apputils';
 import { Cell } from '@jupyterlab/cells';
-import { Notebook, NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
+import {
+  KernelError,
+  Notebook,
+  NotebookActions,
+  NotebookPanel
+} from '@jupyterlab/notebook';
 import { PanelLayout } from '@lumino/widgets';
 
 import { CIConnection } from './connection';
@@ -8,6 +13,7 @@ import { Lifecycle } from './lifecycle';
 import { NotebookIndex } from './notebooks';
 import { IAwaitedReview, IRunView, RunTracker } from './runs';
 import { ReviewBar } from './reviewBar';
+import { HELD_BACK_ERROR_NAME } from './protocol';
 import type { IReviewRequest } from './protocol';
 
 /**
@@ -341,14 +347,23 @@ export class CellReview extends Lifecycle {
    */
   private readonly _onExecuted = (
     _sender: unknown,
-    args: { notebook: Notebook; cell: Cell }
+    args: {
+      notebook: Notebook;
+      cell: Cell;
+      success: boolean;
+      error?: KernelError | null;
+    }
   ): void => {
     const waiting = this._waitingOn(args.cell);
     if (!waiting || waiting.sent || !waiting.running) {
       return;
     }
     waiting.running = false;
-    void this.answer(waiting.runId, 'ran');
+    // The kernel did not run it: aborted (no error name), or held back behind a %%ci of the
+    // same Run All. The user asked for it to run, so it counts as Run, and the run runs it.
+    const name = args.success ? null : (args.error?.errorName ?? '');
+    const notRun = name === '' || name === HELD_BACK_ERROR_NAME;
+    void this.answer(waiting.runId, notRun ? 'run' : 'ran');
   };
 
   private _waitingOn(cell: Cell): Private.IWaiting | null {

@@ -3,7 +3,11 @@ import { NotebookPanel } from '@jupyterlab/notebook';
 import { PromiseDelegate } from '@lumino/coreutils';
 
 import { isCICell } from './constants';
-import { HANDOFF_ERROR_NAME, RESUME_METADATA_KEY } from './protocol';
+import {
+  CELL_METADATA_KEY,
+  HANDOFF_ERROR_NAME,
+  RESUME_METADATA_KEY
+} from './protocol';
 import { NotebookIndex } from './notebooks';
 import { StatusOutputs } from './statusOutput';
 
@@ -47,12 +51,27 @@ export class Continuation {
    * The cells this request held back: those the kernel aborted after the
    * `%%ci` cell, and those an earlier continuation handed on to it.
    */
-  private async _heldBack(claim: IClaim): Promise<string[]> {
+  private async _heldBack(
+    claim: IClaim,
+    runId: string | null = null
+  ): Promise<string[]> {
     const aborted = await claim.aborted();
     const key = claimKey(claim.path, claim.cellId);
     const handedOn = (await this._handedOn.get(key)?.promise) ?? [];
     this._handedOn.delete(key);
-    return [...aborted, ...handedOn.filter(id => !aborted.includes(id))];
+    const held = [...aborted, ...handedOn.filter(id => !aborted.includes(id))];
+    // The cells of the run this %%ci followed were that run's to run (a Run
+    // All again while it went on queued them too): never a second time.
+    return runId === null
+      ? held
+      : held.filter(id => this._runOf(claim.path, id) !== runId);
+  }
+
+  private _runOf(path: string, cellId: string): unknown {
+    const found = this._index.findCell(path, cellId);
+    const own = found?.model.getMetadata(CELL_METADATA_KEY) as
+      { run_id?: unknown } | undefined;
+    return own?.run_id;
   }
 
   /**
@@ -70,8 +89,8 @@ export class Continuation {
   /**
    * The request is done: run the held-back cells, in order.
    */
-  async continue(claim: IClaim): Promise<void> {
-    const cells = await this._heldBack(claim);
+  async continue(claim: IClaim, runId: string | null = null): Promise<void> {
+    const cells = await this._heldBack(claim, runId);
     if (!cells.length) {
       return;
     }

@@ -407,7 +407,7 @@ export class HandoffController extends Lifecycle {
       Private.notifyAway(claim.path, view.text);
     }
     if (view.state === 'done') {
-      await this._continuation.continue(claim);
+      await this._continuation.continue(claim, runId);
     } else {
       await this._continuation.holdBack(claim, 'did not finish');
     }
