@@ -195,7 +195,7 @@ class FileWatch:
         if self._first is not None:
             self.expression = snapshot_expression(self._first.root)
 
-    async def check(self) -> None:
+    async def _check(self) -> None:
         """Compare the folder with the first snapshot; say the list when it changed."""
         if self._first is None:
             return
@@ -219,9 +219,9 @@ class FileWatch:
             self._emit("files", files=changed)
 
     def check_soon(self) -> None:
-        """Start :meth:`check` in the background: the model's next call need not wait for it."""
+        """Start :meth:`_check` in the background: the model's next call need not wait for it."""
         if self._first is not None and self._pending is None:
-            self._pending = asyncio.ensure_future(self.check())
+            self._pending = asyncio.ensure_future(self._check())
 
     async def settle(self, drop: bool = False) -> None:
         """Wait for the check :meth:`check_soon` started, if any; ``drop`` cancels it instead

@@ -198,9 +198,10 @@ async def run_task(task: Task, settings: Settings, out_dir: Path) -> dict[str, A
     tries: list[dict[str, Any]] = []
     sources: dict[str, str] = {}
     #: Fixes that repeated the code that had just failed (the loop does not run them).
-    repeated: list[str] = []
+    repeated = 0
 
     def on_event(event: dict[str, Any]) -> None:
+        nonlocal repeated
         kind = event["type"]
         if kind in ("cell_inserted", "cell_updated"):
             sources[str(event["cell_id"])] = str(event.get("source") or "")
@@ -209,11 +210,11 @@ async def run_task(task: Task, settings: Settings, out_dir: Path) -> dict[str, A
             tries.append(
                 {"cell": cell_id, "code": sources.get(cell_id, ""), "status": event["status"]}
             )
+            # The first execution's outputs: what a one-shot run (one cell, one try) would have.
+            if not first_digest:
+                first_digest.append(str(event.get("digest") or ""))
         elif kind == "message" and str(event.get("text", "")).startswith(SAME_CODE_NOTICE):
-            repeated.append(str(event["text"]))
-        # The first execution's outputs: what a one-shot run (one cell, one try) would have.
-        if kind == "execution_finished" and not first_digest:
-            first_digest.append(str(event.get("digest") or ""))
+            repeated += 1
         elif kind == "usage":
             total = int(event["usage"].get("prompt_tokens") or 0)
             call_prompts.append(total - sum(call_prompts))
@@ -273,7 +274,7 @@ async def run_task(task: Task, settings: Settings, out_dir: Path) -> dict[str, A
         "answer": answer[:2000],
         "notebook": f"notebooks/{name}.ipynb" if kept.is_file() else None,
         "tries": tries,
-        "repeated_fixes": len(repeated),
+        "repeated_fixes": repeated,
     }
 
 

@@ -2,6 +2,7 @@ import { ICellModel, CodeCell } from '@jupyterlab/cells';
 import { NotebookPanel } from '@jupyterlab/notebook';
 import { PromiseDelegate } from '@lumino/coreutils';
 
+import { CellDecorations } from './cellDecorations';
 import { isCICell } from './constants';
 import {
   CELL_METADATA_KEY,
@@ -67,11 +68,11 @@ export class Continuation {
       : held.filter(id => this._runOf(claim.path, id) !== runId);
   }
 
-  private _runOf(path: string, cellId: string): unknown {
-    const found = this._index.findCell(path, cellId);
-    const own = found?.model.getMetadata(CELL_METADATA_KEY) as
-      { run_id?: unknown } | undefined;
-    return own?.run_id;
+  private _runOf(path: string, cellId: string): string | null {
+    const hint: unknown = this._index
+      .findCell(path, cellId)
+      ?.model.getMetadata(CELL_METADATA_KEY);
+    return CellDecorations.isGenerated(hint) ? hint.run_id : null;
   }
 
   /**
