@@ -50,7 +50,7 @@ async def run_notebook_async(
     from .workspaces.kernel import KernelWorkspace
 
     settings = settings or resolve_api_settings(options)
-    chosen: Model = model or LiteLLMModel.from_settings(settings)
+    chosen: Model = model or LiteLLMModel.from_settings(settings, where="api")
     notebook = Path(path)
     original = check_notebook_file(notebook)
     with exclusive_run(notebook):

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..agent.loop import SAME_CODE_NOTICE
-from ..errors import ConfigError
+from ..errors import ConfigError, exception_text
 from ..settings import Settings
 from .scoring import Score, extract_answers, score
 from .tasks import Task
@@ -231,7 +231,7 @@ async def run_task(task: Task, settings: Settings, out_dir: Path) -> dict[str, A
         except ConfigError:
             raise
         except Exception as exc:  # outside the loop: the kernel or the notebook file failed
-            reason, error = "kernel_error", f"{type(exc).__name__}: {exc}"
+            reason, error = "kernel_error", exception_text(exc)
         else:
             if outcome.reason == "config_error" and outcome.error is not None:
                 raise outcome.error

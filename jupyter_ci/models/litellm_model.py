@@ -14,12 +14,14 @@ import gc
 import importlib
 import math
 import os
+import re
 import sys
 import threading
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import ConfigError, JupyterCIError, ModelError
+from ..errors import ConfigError, JupyterCIError, ModelError, error_text, exception_text
+from ..model_names import MODEL_HINT, model_problem
 from ..settings import Settings
 from .base import ModelReply, TextCallback, TokenUsage, ToolCallRequest
 from .scrub import scrub
@@ -52,7 +54,7 @@ def _load_litellm() -> Any:
             for name in [n for n in sys.modules if n == "litellm" or n.startswith("litellm.")]:
                 del sys.modules[name]
             raise ConfigError(
-                f"The model library litellm could not be imported: {type(error).__name__}: {error}",
+                f"The model library litellm could not be imported: {exception_text(error)}",
                 hint="Check the server's Python environment (pip install -U litellm); the next "
                 "request tries again.",
             ) from error
@@ -100,10 +102,13 @@ class LiteLLMModel:
         self.temperature = settings.temperature if settings.temperature >= 0 else None
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> LiteLLMModel:
-        """The model the settings name, with the key from ``settings.api_key_env`` if set."""
+    def from_settings(cls, settings: Settings, *, where: str = "kernel") -> LiteLLMModel:
+        """The model the settings name, with the key from ``settings.api_key_env`` if set.
+
+        ``where``: who calls it, for the no-model hint (see ``ConfigError.no_model``).
+        """
         if not settings.model:
-            raise ConfigError.no_model()
+            raise ConfigError.no_model(where)
         return cls(settings)
 
     @property
@@ -250,7 +255,13 @@ class LiteLLMModel:
         return TokenUsage(int(prompt or 0), int(completion or 0), cost, estimated)
 
     def _map_error(self, litellm: Any, exc: Exception) -> JupyterCIError:
-        message = scrub(str(exc), [self._api_key]).replace("litellm.", "")
+        message = provider_text(scrub(exception_text(exc), [self._api_key]))
+        if "LLM Provider NOT provided" in message:
+            return ConfigError(
+                model_problem(self.name) or f"The model {self.name!r} names no provider.",
+                hint=MODEL_HINT,
+                option="model",
+            )
         if "No module named 'mcp'" in message:
             return ConfigError(
                 "Tool calling through litellm needs the 'mcp' package, which is not installed.",
@@ -287,6 +298,12 @@ class LiteLLMModel:
         elif isinstance(exc, exceptions.BadRequestError) and "context" in message.lower():
             kind = "context_overflow"
         return ModelError(kind, message.strip(), status=status, retry_after=retry_after)
+
+
+def provider_text(message: str) -> str:
+    """A provider's error message as the user reads it: each exception name once, without
+    litellm's wrapper names ("OpenAIException - ")."""
+    return re.sub(r"\b\w+Exception - ", "", error_text(message)).strip()
 
 
 class _ConnectionReset(ModelError):
