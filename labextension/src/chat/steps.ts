@@ -88,6 +88,10 @@ export interface IRunProgress {
   attempt: number;
   error: string | null;
   finished: boolean;
+  /**
+   * The model's final answer, once the run finished ('' if none).
+   */
+  answer: string;
 }
 
 /**
@@ -108,7 +112,8 @@ export function emptyProgress(runId: string): IRunProgress {
     maxAttempts: 1,
     attempt: 1,
     error: null,
-    finished: false
+    finished: false,
+    answer: ''
   };
 }
 
@@ -265,6 +270,7 @@ export function applyEvent(
       break;
     case 'finished': {
       next.finished = true;
+      next.answer = event.answer ?? '';
       next.state = event.state;
       next.reason = event.reason;
       next.review = null;
