@@ -337,7 +337,7 @@ VALID: list[tuple[str, dict[str, Any]]] = [
             "ok": True,
             "preview": {
                 "model": "openai/scripted",
-                "messages": [{"role": "system", "content": "You are jupyter-ci"}],
+                "messages": [{"role": "system", "content": "You are jupyter-ci", "tokens": 5}],
                 "prompt_tokens": 5,
                 "context_tokens": 8000,
             },

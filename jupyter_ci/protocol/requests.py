@@ -120,6 +120,7 @@ class PreviewMessage(TypedDict):
 
     role: str
     content: str
+    tokens: int
 
 
 class Preview(TypedDict):

@@ -811,6 +811,11 @@ export interface IPreview {
   messages: {
     role: string;
     content: string;
+    /**
+     * The message's share of prompt_tokens (an estimate where the model's
+     * tokenizer is not at hand). An integer, at least 0.
+     */
+    tokens: number;
   }[];
   /**
    * An integer, at least 0.

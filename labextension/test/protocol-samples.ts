@@ -336,7 +336,7 @@ export const VALID: ISample[] = [
   valid('RequestAccepted', { reply_to: 'q6', ok: true, expected: true }),
   valid('Preview', {
     model: 'openai/scripted',
-    messages: [{ role: 'system', content: 'You are jupyter-ci' }],
+    messages: [{ role: 'system', content: 'You are jupyter-ci', tokens: 5 }],
     prompt_tokens: 5,
     context_tokens: 8000
   }),

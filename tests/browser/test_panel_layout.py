@@ -138,3 +138,44 @@ def test_the_panel_at_its_default_width(
     finally:
         page.locator(by_testid("jupyter-ci-mode")).select_option("")
     assert model_context.jupyter_ci_errors == []
+
+
+def test_the_preview_is_readable_and_keyboard_operable(
+    model_context: Any, model_lab: Lab, model: ScriptedModelServer
+) -> None:
+    model.set_script([Reply.code("total = 2 + 3\nprint(total)"), Reply.text("It is 5.")])
+    page, _path = chat_about_new_notebook(model_context, model_lab, ["data = [1, 2, 3]"])
+    ask(page, "add two and three")  # an earlier turn: the preview holds more messages
+    assert wait_run_state(page, ("done",)) == "done"
+    box = page.locator(by_testid("jupyter-ci-input"))
+    box.fill("and now times four")
+    opener = page.locator(by_testid("jupyter-ci-preview-button"))
+    opener.focus()
+    page.keyboard.press("Enter")
+    preview = page.locator(by_testid("jupyter-ci-preview"))
+    preview.wait_for(timeout=60_000)
+    # It takes the conversation's place, as tall as the panel allows, focused.
+    assert page.locator(by_testid("jupyter-ci-conversation")).is_hidden()
+    panel_height = page.locator(PANEL).bounding_box()["height"]
+    assert preview.bounding_box()["height"] > panel_height * 0.5, preview.bounding_box()
+    assert page.evaluate("document.activeElement.dataset.testid") == "jupyter-ci-preview"
+    # Every message open, each with its role and its share of the tokens.
+    shown = preview.locator("[data-testid='jupyter-ci-preview-message']")
+    assert shown.count() >= 3
+    summaries = [shown.nth(i).locator("summary").inner_text() for i in range(shown.count())]
+    assert all(shown.nth(i).get_attribute("open") is not None for i in range(shown.count()))
+    total = int(page.locator(by_testid("jupyter-ci-preview-tokens")).inner_text().split()[0])
+    each = [int(summary.split(" · ")[1].split()[0].replace(",", "")) for summary in summaries]
+    assert sum(each) == total, summaries
+    assert summaries[0].startswith("system · ")
+    assert "and now times four" in shown.last.inner_text()
+    assert shown.last.is_visible()
+    screenshot(page, "panel-preview")
+    # Escape closes it; the conversation and the focus come back.
+    page.keyboard.press("Escape")
+    preview.wait_for(state="detached", timeout=10_000)
+    assert page.locator(by_testid("jupyter-ci-conversation")).is_visible()
+    assert page.evaluate("document.activeElement.dataset.testid") == "jupyter-ci-preview-button"
+    assert box.input_value() == "and now times four"
+    assert len(model.chat_requests) == 2  # the preview sent nothing
+    assert model_context.jupyter_ci_errors == []

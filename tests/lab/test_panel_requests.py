@@ -68,6 +68,9 @@ async def test_a_preview_shows_what_would_be_sent_without_sending_it(
     assert "../outside.csv could not be read" in request
     assert request.rstrip().endswith("what is the mean fare?")
     assert preview["prompt_tokens"] > 50
+    # Each message's share of the count, as the panel shows it.
+    assert all(m["tokens"] > 0 for m in preview["messages"])
+    assert sum(m["tokens"] for m in preview["messages"]) == preview["prompt_tokens"]
     assert model_server.chat_requests == []  # nothing went to the model
     # The run of the same request sends exactly what the preview showed.
     model_server.set_script([Reply.text("About 34.65.")])

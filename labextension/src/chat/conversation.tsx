@@ -23,6 +23,10 @@ export function Conversation(props: {
    * message again, even if the user had scrolled up.
    */
   sent: number;
+  /**
+   * Whether the Preview shows in its place (it keeps its state meanwhile).
+   */
+  hidden?: boolean;
 }): React.ReactElement {
   const { controller, conversation, rendermime, actions, sent } = props;
   const log = React.useRef<HTMLDivElement>(null);
@@ -41,6 +45,7 @@ export function Conversation(props: {
       data-testid="jupyter-ci-conversation"
       role="log"
       aria-live="polite"
+      hidden={props.hidden}
       aria-label="Conversation with jupyter-ci about this notebook"
     >
       {conversation?.loading && entries.length === 0 ? (
