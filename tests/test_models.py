@@ -107,13 +107,16 @@ async def test_faults_become_clear_model_errors(fault: Fault, kind: str, words: 
 @pytest.mark.asyncio
 async def test_rate_limit_is_retried_after_the_servers_delay() -> None:
     script = [Reply.fail(Fault.rate_limit(0.3)), Reply.text("ok now")]
+    waits: list[tuple[float, int, int]] = []
     with ScriptedModelServer(script) as server:
         started = time.monotonic()
-        reply = await model_for(server).complete(MESSAGES)
+        reply = await model_for(server).complete(MESSAGES, on_wait=lambda *wait: waits.append(wait))
         waited = time.monotonic() - started
         assert len(server.chat_requests) == 2
     assert reply.text == "ok now"
     assert waited >= 0.3
+    # The wait is said as it starts (seconds, retry, most retries) and as it ends.
+    assert waits == [(0.3, 1, 2), (0.0, 1, 2)]
 
 
 @pytest.mark.asyncio

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..errors import JupyterCIError
 from ..models.base import TokenUsage
-from ..vocabulary import reason_words
+from ..vocabulary import constant, reason_words
 from .states import RunState
 
 PREFIX = "jupyter-ci: "
@@ -42,6 +42,16 @@ def live_line(
     if attempt is not None and max_attempts is not None:
         line += f" — attempt {attempt}/{max_attempts}"
     return line
+
+
+#: The reason of the ``state`` events sent when the model starts and ends waiting out a rate
+#: limit (the state is unchanged; only its line changes).
+RATE_LIMITED: str = constant("RateLimitedReason")
+
+
+def rate_limited_line(seconds: float, retry: int, retries: int) -> str:
+    """The status line while the model waits out a rate limit ("retrying in 6 s (1/2)")."""
+    return f"{PREFIX}rate limited — retrying in {max(1, round(seconds))} s ({retry}/{retries})"
 
 
 def end_words(state: RunState, reason: str) -> str:

@@ -23,7 +23,7 @@ from .digest import Digest, digest_outputs, new_nonce
 from .files import FileWatch
 from .messages import Conversation
 from .model_calls import ModelCalls
-from .outcome import live_line
+from .outcome import RATE_LIMITED, live_line, rate_limited_line
 from .request import Approver, EventCallback, RunRequest
 from .states import RunState, RunStateMachine
 from .workspace import Execution, Workspace
@@ -117,6 +117,7 @@ class RunBase:
             use_tools=use_tools,
             emit=self.emit,
             notice=self._notice,
+            on_wait=self._waiting,
         )
         self.cells = RunCells(workspace, self.run_id, request.anchor_id, self.emit)
         self.files = FileWatch(workspace, self.emit)
@@ -130,6 +131,7 @@ class RunBase:
         self._cell_task: asyncio.Future[Execution] | None = None
         self._interrupt_task: asyncio.Future[None] | None = None
         self._attempt: int | None = None
+        self._reason = ""
         self._started = time.monotonic()
 
     # --- events -------------------------------------------------------------------------------
@@ -146,14 +148,29 @@ class RunBase:
         if self.machine.state is state:
             return
         self.machine.advance(state, reason)
+        self._reason = reason
+        self.emit("state", state=state.value, reason=reason, text=self._live_text())
+
+    def _live_text(self) -> str:
+        """The status line of the run's current state."""
+        state = self.machine.state
         attempt = self._attempt
         if state is RunState.FIXING and attempt is not None:
             attempt += 1  # the attempt being written
         if state is RunState.GENERATING:
             attempt = None
         max_attempts = self.settings.max_attempts if attempt is not None else None
-        text = live_line(state, attempt, max_attempts, reason)
-        self.emit("state", state=state.value, reason=reason, text=text)
+        return live_line(state, attempt, max_attempts, self._reason)
+
+    def _waiting(self, seconds: float, retry: int, retries: int) -> None:
+        """The model waits before a retry (rate limited): the status line says so, and goes
+        back to the state's own once the wait is over. The state does not change (the events'
+        reason, RATE_LIMITED, tells clients not to take them for a new step)."""
+        state = self.machine.state
+        if state.terminal:
+            return
+        text = rate_limited_line(seconds, retry, retries) if seconds > 0 else self._live_text()
+        self.emit("state", state=state.value, reason=RATE_LIMITED, text=text)
 
     def _notice(self, text: str) -> None:
         if text in self.request.said or text in self.notices:

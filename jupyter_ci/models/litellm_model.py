@@ -23,7 +23,7 @@ from typing import Any
 from ..errors import ConfigError, JupyterCIError, ModelError, error_text, exception_text
 from ..model_names import MODEL_HINT, model_problem
 from ..settings import Settings
-from .base import ModelReply, TextCallback, TokenUsage, ToolCallRequest
+from .base import ModelReply, TextCallback, TokenUsage, ToolCallRequest, WaitCallback
 from .scrub import scrub
 
 _import_lock = threading.Lock()
@@ -134,9 +134,11 @@ class LiteLLMModel:
         *,
         tools: Sequence[dict[str, Any]] | None = None,
         on_text: TextCallback | None = None,
+        on_wait: WaitCallback | None = None,
     ) -> ModelReply:
-        """Stream one reply; before any text arrived, rate limits are retried (bounded) and a
-        connection the server reset is retried once."""
+        """Stream one reply; before any text arrived, rate limits are retried (bounded, after
+        the provider's Retry-After, said to ``on_wait``) and a connection the server reset is
+        retried once."""
         litellm = self._litellm or await import_litellm()
         self._litellm = litellm
         streamed = False
@@ -163,7 +165,12 @@ class LiteLLMModel:
                 if err.kind != "rate_limit" or rate_limited >= MAX_RATE_LIMIT_RETRIES:
                     raise
                 rate_limited += 1
-                await asyncio.sleep(min(err.retry_after or 1.0, MAX_RETRY_WAIT))
+                wait = min(err.retry_after or 1.0, MAX_RETRY_WAIT)
+                if on_wait is not None:
+                    on_wait(wait, rate_limited, MAX_RATE_LIMIT_RETRIES)
+                await asyncio.sleep(wait)
+                if on_wait is not None:
+                    on_wait(0.0, rate_limited, MAX_RATE_LIMIT_RETRIES)
 
     async def _stream(
         self,

@@ -1,4 +1,8 @@
-import { CELL_STATUS_TITLES, END_REASON_TITLES } from '../protocol';
+import {
+  CELL_STATUS_TITLES,
+  END_REASON_TITLES,
+  RATE_LIMITED_REASON
+} from '../protocol';
 import type {
   EndReason,
   ICellUpdatedEvent,
@@ -147,7 +151,8 @@ export function applyEvent(
   const steps = next.steps;
   switch (event.type) {
     case 'state':
-      if (next.finished) {
+      if (next.finished || event.reason === RATE_LIMITED_REASON) {
+        // A wait within the state (its status line says it): no new step.
         break;
       }
       next.state = event.state;
