@@ -16,6 +16,7 @@ from typing import Any
 
 MODES = ("auto", "review", "insert")
 TOOL_CALLING = ("auto", "on", "off")
+VISION = ("auto", "on", "off")
 
 
 @dataclass(frozen=True)
@@ -208,6 +209,16 @@ OPTIONS: tuple[Option, ...] = (
         "support tools); off: fenced code blocks; auto: fenced code blocks, which every model "
         "and local server understands.",
         choices=TOOL_CALLING,
+    ),
+    Option(
+        "vision",
+        str,
+        "auto",
+        "Whether the model sees images. on: plots and other images go to it as images; off: "
+        "a matplotlib figure is described to it in words (title, axes, what is drawn, legend), "
+        "read silently from the kernel; auto: on for the models litellm's table says see "
+        "images, off for the others (any model it does not know, such as a local server's).",
+        choices=VISION,
     ),
     Option(
         "share_outputs",

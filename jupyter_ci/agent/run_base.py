@@ -20,6 +20,7 @@ from ..execution.status import CellStatus
 from ..models.base import Model
 from .cells import RunCells
 from .digest import Digest, digest_outputs, new_nonce
+from .figures import figure_notes
 from .files import FileWatch
 from .messages import Conversation
 from .model_calls import ModelCalls
@@ -30,6 +31,8 @@ from .workspace import Execution, Workspace
 
 #: Characters of one execution's digest shown to the model.
 DIGEST_CHARS = 4000
+#: How long reading a cell's figures from the kernel may take before the run goes on without.
+FIGURE_NOTES_TIMEOUT = 15.0
 #: What the run record says of a cell the run stopped waiting for.
 ABANDONED = "[the cell did not end after Stop interrupted it; the run stopped without waiting]"
 
@@ -132,6 +135,7 @@ class RunBase:
         self._interrupt_task: asyncio.Future[None] | None = None
         self._attempt: int | None = None
         self._reason = ""
+        self._noting_figures = False
         self._started = time.monotonic()
 
     # --- events -------------------------------------------------------------------------------
@@ -192,6 +196,7 @@ class RunBase:
         )
         await self.files.settle()
         await self.files.start()
+        await self._note_figures(read=False)
         self.emit("execution_started", cell_id=cell_id, attempt=attempt)
         self._executing = True
         self._cell_task = asyncio.ensure_future(
@@ -214,7 +219,13 @@ class RunBase:
         finally:
             self._executing = False
             self._cell_task = None
-        digest = self._digest(execution.outputs)
+        notes = ""
+        status = execution.status
+        if _has_image(execution.outputs) and not (
+            status.stopped or status.kernel_gone or self._stopping
+        ):
+            notes = figure_notes(await self._note_figures(read=True))
+        digest = self._digest(execution.outputs, notes)
         self.emit(
             "execution_finished",
             cell_id=cell_id,
@@ -241,16 +252,35 @@ class RunBase:
             state, reason, detail = _KERNEL_ENDS[status]
             raise _Finish(state, reason, KernelDied(detail))
 
-    def _digest(self, outputs: list[dict[str, Any]]) -> Digest:
-        """What the model is shown of a cell's outputs (only its errors without share_outputs)."""
+    def _digest(self, outputs: list[dict[str, Any]], figures: str = "") -> Digest:
+        """What the model is shown of a cell's outputs (only its errors without share_outputs),
+        with ``figures``, the figures it displayed in words, within the same budget."""
         if not self.settings.share_outputs:
             errors = [out for out in outputs if out.get("output_type") == "error"]
             digest = digest_outputs(errors, max_chars=DIGEST_CHARS, vision=False)
             note = "[outputs are not shared with the model; only errors are shown]"
             return replace(digest, text=f"{note}\n{digest.text}".rstrip())
-        return digest_outputs(
-            outputs, max_chars=DIGEST_CHARS, vision=getattr(self.model, "vision", False)
-        )
+        budget = DIGEST_CHARS - (len(figures) + 1 if figures else 0)
+        digest = digest_outputs(outputs, max_chars=budget, vision=self._vision())
+        return replace(digest, text=f"{digest.text}\n{figures}") if figures else digest
+
+    def _vision(self) -> bool:
+        return bool(getattr(self.model, "vision", False))
+
+    async def _note_figures(self, read: bool) -> list[str]:
+        """For a model that does not see images (outputs shared): start noting the figures the
+        kernel displays, before the run's first cell; with ``read``, the notes of the cell that
+        just ran. Best effort: a kernel that cannot say, or does not say in time, gives none."""
+        if self._vision() or not self.settings.share_outputs:
+            return []
+        if not read and self._noting_figures:
+            return []
+        self._noting_figures = True
+        await self.files.settle()  # one request of the run's own in the kernel at a time
+        try:
+            return await asyncio.wait_for(self.workspace.figure_notes(read), FIGURE_NOTES_TIMEOUT)
+        except (asyncio.TimeoutError, JupyterCIError):
+            return []
 
     def _error_of(self, execution: Execution) -> JupyterCIError:
         if execution.status is CellStatus.TIMED_OUT:
@@ -264,3 +294,10 @@ class RunBase:
         if self._stopping:
             raise StoppedByUser()
         return await self.cells.insert(after_id, source, step)
+
+
+def _has_image(outputs: list[dict[str, Any]]) -> bool:
+    """Whether a cell's outputs hold an image (what a text-only model would not see)."""
+    return any(
+        str(mime).startswith("image/") for out in outputs for mime in (out.get("data") or {})
+    )

@@ -96,6 +96,8 @@ class LiteLLMModel:
             api_key = NO_KEY
         self._api_key = api_key
         self.request_timeout = request_timeout
+        if vision is None and settings.vision != "auto":
+            vision = settings.vision == "on"
         self._vision = vision
         self._litellm: Any = None
         #: None: the provider's default.
@@ -113,7 +115,8 @@ class LiteLLMModel:
 
     @property
     def vision(self) -> bool:
-        """Whether images can go to the model: as given, else litellm's model table once loaded.
+        """Whether images can go to the model: as given (or set by the ``vision`` option),
+        else litellm's model table once loaded.
 
         Before the first call litellm is not imported yet, and the answer is False.
         """
