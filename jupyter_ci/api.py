@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from .agent.instructions import file_instructions
 from .agent.loop import AgentRun, EventCallback, RunOutcome, RunRequest
 from .config import environment_values
 from .models.base import Model
@@ -59,7 +60,9 @@ async def run_notebook_async(
             anchor = str(cells[-1].id) if cells else None
             if restore:
                 await workspace.restore()
-            run = AgentRun(RunRequest(prompt, settings), workspace, chosen, on_event=on_event)
+            instructions = file_instructions(settings.instructions, notebook)
+            request = RunRequest(prompt, settings, instructions=instructions)
+            run = AgentRun(request, workspace, chosen, on_event=on_event)
             outcome = await run.run()
             if outcome.cells:
                 note = await asyncio.to_thread(

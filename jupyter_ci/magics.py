@@ -13,6 +13,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class, no_var_expand
@@ -478,6 +479,7 @@ def run_here(
     """
     try:
         # Imported here: %load_ext must stay light (no litellm, no loop).
+        from .agent.instructions import project_instructions
         from .agent.loop import RunRequest
         from .models.litellm_model import LiteLLMModel
         from .workspaces.inkernel import current_input_number, run_in_kernel
@@ -493,7 +495,10 @@ def run_here(
         print(f"jupyter-ci: {err.message}\n{err.hint}".rstrip())
         return ""
     number = current_input_number(shell)
-    request = RunRequest(prompt, settings)
+    here = Path.cwd()  # the kernel's working folder: AGENTS.md there
+    request = RunRequest(
+        prompt, settings, instructions=project_instructions(settings.instructions, here, here)
+    )
     result = run_in_kernel(
         shell, request, model, progress=progress, model_name=settings.model, earlier=earlier
     )

@@ -211,6 +211,15 @@ OPTIONS: tuple[Option, ...] = (
         choices=TOOL_CALLING,
     ),
     Option(
+        "instructions",
+        str,
+        "",
+        "Instructions for the model in every request (the project's conventions, libraries to "
+        "use, ...), part of its system prompt, with the AGENTS.md nearest the notebook (in its "
+        "folder or a parent, up to the server's root). At most 4,000 characters in all.",
+        public=False,
+    ),
+    Option(
         "vision",
         str,
         "auto",

@@ -54,6 +54,7 @@ class Settings:
     max_cost_per_run: float = 1.0
     temperature: float = -1.0
     tool_calling: str = "auto"
+    instructions: str = ""
     vision: str = "auto"
     share_outputs: bool = True
     allow_pip_install: bool = False

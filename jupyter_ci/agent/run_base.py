@@ -112,6 +112,7 @@ class RunBase:
             tuple(dict(m) for m in request.history),
             request.attachments,
             request.attached_cells,
+            request.instructions,
         )
         self.calls = ModelCalls(
             model,
