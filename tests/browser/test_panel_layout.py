@@ -149,11 +149,17 @@ def test_the_preview_is_readable_and_keyboard_operable(
     assert wait_run_state(page, ("done",)) == "done"
     box = page.locator(by_testid("jupyter-ci-input"))
     box.fill("and now times four")
-    opener = page.locator(by_testid("jupyter-ci-preview-button"))
-    opener.focus()
-    page.keyboard.press("Enter")
-    preview = page.locator(by_testid("jupyter-ci-preview"))
-    preview.wait_for(timeout=60_000)
+    # The project's instructions: in the system prompt the Preview shows.
+    agents = model_lab.root_dir / "AGENTS.md"
+    agents.write_text("Keep every cell under ten lines.")
+    try:
+        opener = page.locator(by_testid("jupyter-ci-preview-button"))
+        opener.focus()
+        page.keyboard.press("Enter")
+        preview = page.locator(by_testid("jupyter-ci-preview"))
+        preview.wait_for(timeout=60_000)
+    finally:
+        agents.unlink()
     # It takes the conversation's place, as tall as the panel allows, focused.
     assert page.locator(by_testid("jupyter-ci-conversation")).is_hidden()
     panel_height = page.locator(PANEL).bounding_box()["height"]
@@ -168,6 +174,7 @@ def test_the_preview_is_readable_and_keyboard_operable(
     each = [int(summary.split(" · ")[1].split()[0].replace(",", "")) for summary in summaries]
     assert sum(each) == total, summaries
     assert summaries[0].startswith("system · ")
+    assert "From AGENTS.md:\nKeep every cell under ten lines." in shown.first.inner_text()
     assert "and now times four" in shown.last.inner_text()
     assert shown.last.is_visible()
     screenshot(page, "panel-preview")
