@@ -64,6 +64,15 @@ def end_words(state: RunState, reason: str) -> str:
     return f"{state.value} ({words})" if words else state.value
 
 
+def cost_words(usage: TokenUsage) -> str:
+    """A run's cost in words: "$0.0123", "cost unknown" (tokens at an unknown price), or "no
+    cost" when no token was spent (a run that failed before the model answered), whatever the
+    model's price: the panel's usage line says the same (steps.ts, usageLine)."""
+    if usage.total_tokens == 0:
+        return "no cost"
+    return "cost unknown" if usage.cost is None else f"${usage.cost:.4f}"
+
+
 def _plural(count: int, word: str) -> str:
     return f"{count:,} {word}" + ("" if count == 1 else "s")
 
@@ -99,7 +108,7 @@ class RunOutcome:
 
     def status_line(self) -> str:
         """One line: how it ended, cells, attempts, tokens, cost, time."""
-        cost = "cost unknown" if self.usage.cost is None else f"${self.usage.cost:.4f}"
+        cost = cost_words(self.usage)
         tokens = _plural(self.usage.total_tokens, "token")
         if self.usage.estimated:
             tokens += " (est.)"

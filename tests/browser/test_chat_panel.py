@@ -810,7 +810,7 @@ def test_a_failing_cell_shows_error_fixing_attempt_steps_and_a_fix_diff_in_revie
     shown = steps(page)
     assert "Error" in shown, shown
     assert "Error → fixing, attempt 2/3" in shown, shown
-    assert "Fix written (attempt 2)" in shown, shown
+    assert "Fix written, attempt 2/3" in shown, shown
     assert "Ran, attempt 2/3" in shown, shown
     assert "now defined" in text_of(cells(page, path)[1]["outputs"])
     assert messages(page, "assistant")[-1] == "Fixed it."

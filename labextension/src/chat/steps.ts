@@ -209,7 +209,7 @@ export function applyEvent(
         steps.push({
           label:
             cause === 'fix'
-              ? `${UPDATE_LABEL.fix} (attempt ${event.attempt})`
+              ? `${UPDATE_LABEL.fix}, attempt ${event.attempt}/${next.maxAttempts}`
               : UPDATE_LABEL[cause],
           cellId: event.cell_id,
           status: 'ok'
@@ -308,10 +308,13 @@ export function usageLine(usage: IUsage | null): string {
     return '';
   }
   const tokens = usage.prompt_tokens + usage.completion_tokens;
+  // As the status line says it (agent/outcome.py, cost_words).
   const cost =
-    usage.cost === null || usage.cost === undefined
-      ? 'cost unknown'
-      : `$${usage.cost.toFixed(4)}`;
+    tokens === 0
+      ? 'no cost'
+      : usage.cost === null || usage.cost === undefined
+        ? 'cost unknown'
+        : `$${usage.cost.toFixed(4)}`;
   return `${tokens.toLocaleString('en-US')} tokens · ${cost}`;
 }
 
