@@ -99,17 +99,18 @@ namespace Private {
       const code = pre.textContent ?? '';
       const bar = document.createElement('div');
       bar.className = 'jp-jupyter-ci-code-actions';
-      bar.appendChild(
-        button(CODE_BUTTONS.insert, () =>
-          actions.insertBelow(code.replace(/\n$/, ''))
-        )
+      const insert = button(CODE_BUTTONS.insert, () =>
+        actions.insertBelow(code.replace(/\n$/, ''))
       );
+      insert.dataset.testid = 'jupyter-ci-insert-code';
+      bar.appendChild(insert);
       const copy = button(CODE_BUTTONS.copy, () => {
         Clipboard.copyToSystem(code);
         say(copy, CODE_BUTTONS.copied);
         window.setTimeout(() => say(copy, CODE_BUTTONS.copy), COPIED_FOR);
       });
       copy.setAttribute('aria-live', 'polite');
+      copy.dataset.testid = 'jupyter-ci-copy-code';
       bar.appendChild(copy);
       const wrapper = document.createElement('div');
       wrapper.className = 'jp-jupyter-ci-code';

@@ -123,6 +123,7 @@ function RunCell(props: {
         <span className="jp-jupyter-ci-code-actions">
           <WordButton
             word={CODE_BUTTONS.insert}
+            testid="jupyter-ci-insert-code"
             className="jp-jupyter-ci-button"
             minimal
             disabled={!complete}
@@ -130,6 +131,7 @@ function RunCell(props: {
           />
           <WordButton
             word={copied ? CODE_BUTTONS.copied : CODE_BUTTONS.copy}
+            testid="jupyter-ci-copy-code"
             className="jp-jupyter-ci-button"
             minimal
             live
