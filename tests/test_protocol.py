@@ -52,6 +52,7 @@ VOCABULARY = {
     "ResumeMetadataKey",
     "CellMetadataKey",
     "ReplyGraceSeconds",
+    "RateLimitedReason",
 }
 OPAQUE = {"Output"}  # nbformat's own output shapes, passed through as dicts
 
