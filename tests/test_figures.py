@@ -105,5 +105,8 @@ def test_notes_are_taken_silently_in_the_kernel_process() -> None:
     assert lines[0] == "Figure 1: 1 axes"
     assert "legend 'setosa', 'virginica'" in lines[1]
     assert figures_here(shell, True) == []  # taken away once read
+    shell.run_cell(PLOT)
+    assert figures_here(shell, False) == []  # a run's start clears what the user plotted
+    assert figures_here(shell, True) == []
     assert set(shell.user_ns) - before == {"matplotlib", "plt", "fig", "ax", "setosa", "virginica"}
     assert len(figure_notes(["x" * 5000])) <= 1200

@@ -23,8 +23,8 @@ MAX_NOTES_CHARS = 1200
 
 #: Python source run in the user's kernel (standard library and IPython; matplotlib's objects
 #: only as they are displayed). Its globals are ``shell`` (the IPython shell) and ``read``
-#: (whether to return the notes taken and clear them); it leaves ``result``, whose ``repr()``
-#: is the JSON list of lines. It never raises.
+#: (whether to return the notes taken; they are cleared either way); it leaves ``result``,
+#: whose ``repr()`` is the JSON list of lines. It never raises.
 FIGURES_SOURCE = r"""
 import json
 
@@ -177,8 +177,9 @@ def install():
 
 try:
     install()
-    taken = shell.__dict__.pop("_jupyter_ci_figure_notes", []) if read else []
-    result = Report(json.dumps([line for lines in taken for line in lines]))
+    # Taken away either way: a run starts from no notes (not those of the user's own plots).
+    taken = shell.__dict__.pop("_jupyter_ci_figure_notes", [])
+    result = Report(json.dumps([line for lines in taken for line in lines] if read else []))
 except Exception:
     result = Report("[]")
 """
@@ -190,9 +191,9 @@ def figures_scope(read: bool) -> dict[str, Any]:
 
 
 def figures_expression(read: bool) -> str:
-    """One Python expression, evaluated in the user's kernel, that starts noting figures (once)
-    and, with ``read``, gives the notes taken since the last read as JSON text (and clears
-    them). It adds nothing to the user's namespace (the source runs in a fresh globals dict)."""
+    """One Python expression, evaluated in the user's kernel, that starts noting figures (once),
+    clears the notes taken so far and, with ``read``, gives them as JSON text. It adds nothing
+    to the user's namespace (the source runs in a fresh globals dict)."""
     scope = repr(figures_scope(read))
     return (
         "(lambda g: (__import__('builtins').exec("
