@@ -34,6 +34,9 @@ class Option:
     short: str | None = None
     # Whether the value may be named in a log line or sent to the browser.
     public: bool = True
+    # Whether the option acts only once a cell failed or its result looked suspicious: first
+    # attempts are the same whatever its value (the bench's paired arms may vary it).
+    after_failure: bool = False
 
     @property
     def flag(self) -> str:
@@ -152,6 +155,7 @@ OPTIONS: tuple[Option, ...] = (
         3,
         "Tries of one cell, the first included (1 = run once, never fix).",
         minimum=1,
+        after_failure=True,
     ),
     Option(
         "max_steps",

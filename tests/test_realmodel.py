@@ -131,6 +131,7 @@ def test_server_command_line_is_local_and_sized() -> None:
         "--port": "8061",
         "--n_ctx": "4096",
         "--n_threads": "2",
+        "--interrupt_requests": "False",  # a second client must not cut the first's reply
     }
 
 

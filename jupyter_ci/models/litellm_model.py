@@ -68,6 +68,20 @@ async def import_litellm() -> Any:
     return await asyncio.to_thread(_load_litellm)
 
 
+async def close_clients() -> None:
+    """Close the HTTP clients litellm keeps for reuse (its aiohttp sessions), on the event loop
+    that made them. A command that ends its loop without this leaves them to the garbage
+    collector, which prints "Unclosed client session" at exit: litellm's own exit hook closes
+    them on a new loop, too late for connections a server kept alive. Nothing when litellm was
+    never imported; never raises."""
+    litellm = sys.modules.get("litellm")
+    close = getattr(litellm, "close_litellm_async_clients", None)
+    if close is None:
+        return
+    with contextlib.suppress(Exception):
+        await close()
+
+
 def estimate_tokens(text: str) -> int:
     """A tokenizer-free estimate: about four characters a token."""
     return math.ceil(len(text) / 4)
