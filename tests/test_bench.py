@@ -445,7 +445,7 @@ def test_bench_end_to_end_with_the_scripted_model(tmp_path: Path) -> None:
     assert (summary["n"], summary["correct"], summary["accuracy"]) == (2, 1, 0.5)
     assert summary["attempts_mean"] == 1.5
     assert summary["repeated_fixes"] == 1
-    assert "fixes that repeated the failed code (not run): 1" in result.stdout
+    assert "fixes that repeated the failed code (not run): 1;" in result.stdout
     assert summary["first_attempt_correct"] == 1
     assert summary["failures"]["wrong_answer"] == 1
     assert "accuracy: 1/2 correct (50.0%)" in result.stdout
@@ -611,8 +611,14 @@ def test_a_paired_arm_must_not_change_first_attempts() -> None:
     same = json.loads(json.dumps(here))
     assert pairing_problems(same, here) == ([], [])
     # Options that act only after a failure may differ; the others may not.
-    fewer = {**here, "settings": {**here["settings"], "max_attempts": 1}}
+    levers = {"max_attempts": 1, "fix_temperatures": "0.6,0.9", "fresh_fixes": True}
+    fewer = {**here, "settings": {**here["settings"], **levers, "check_results": True}}
     assert pairing_problems(same, fewer) == ([], [])
+    looking = {**here, "settings": {**here["settings"], "inspect_data": True}}
+    assert pairing_problems(same, looking)[0] == [
+        "--inspect-data is True here but False in OUT: it can change first attempts, so only a "
+        "full arm measures it"
+    ]
     hotter = {**here, "settings": {**here["settings"], "temperature": 0.5}}
     errors, _ = pairing_problems(same, hotter)
     assert errors == [
@@ -748,3 +754,34 @@ def test_paired_arm_end_to_end_reruns_only_what_the_levers_can_change(tmp_path: 
     )
     assert nowhere.returncode == 2
     assert "is not a bench run" in nowhere.stderr
+
+
+def test_bench_records_the_levers_inspecting_and_looking_again(tmp_path: Path) -> None:
+    root = write_tasks(tmp_path / "tiny", TINY[:1], TINY_LABELS)
+    nan = "print('@mean_fare[nan]')"
+    script = [
+        # The model's first request comes after the inspecting cell ran, and shows it.
+        Reply.code(nan, match=r"first look at the data(.|\n)*fares: 3 rows x 2 columns"),
+        Reply.code(MEAN_CODE, match=r"its result looks wrong"),
+        Reply.text("The mean fare is @mean_fare[34.65].", match=r"@mean_fare\[34\.65\]"),
+    ]
+    out = tmp_path / "out"
+    with ScriptedModelServer(script) as server:
+        levers = ("--inspect-data", "--check-results")
+        model = ("--model", "openai/scripted", "--api-base", server.base_url)
+        result = ci_bench(str(root), *model, *levers, "--out", str(out), cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        assert server.script.exhausted
+    (line,) = [json.loads(text) for text in (out / "results.jsonl").read_text().splitlines()]
+    assert line["correct"] is True
+    assert line["inspected"] is True
+    assert (line["cells"], line["attempts"]) == (2, 3)  # the look, then one cell tried twice
+    # The first attempt is the model's first cell, not jupyter-ci's look at the data.
+    assert line["first_attempt"] == {"answers": {"mean_fare": "nan"}, "correct": False}
+    assert line["looked_again"] == 1
+    assert line["suspicious"] == {"answer": [], "outputs": []}
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["rescued"], summary["looked_again"]) == (1, 1)
+    assert "results that looked wrong, looked at again: 1" in result.stdout
+    bench = json.loads((out / "bench.json").read_text())
+    assert (bench["settings"]["inspect_data"], bench["settings"]["check_results"]) == (True, True)

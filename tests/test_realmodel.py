@@ -185,9 +185,12 @@ class RecordingModel:
         *,
         tools: Sequence[dict[str, Any]] | None = None,
         on_text: TextCallback | None = None,
+        temperature: float | None = None,
     ) -> ModelReply:
         self.requests.append([dict(message) for message in messages])
-        return await self.inner.complete(messages, tools=tools, on_text=on_text)
+        return await self.inner.complete(
+            messages, tools=tools, on_text=on_text, temperature=temperature
+        )
 
 
 async def run_agent(

@@ -72,6 +72,7 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "cells_mean": round(sum(r["cells"] for r in records) / n, 3) if n else 0.0,
         # Records from before the field have none (older results.jsonl resumed).
         "repeated_fixes": sum(int(record.get("repeated_fixes") or 0) for record in records),
+        "looked_again": sum(int(record.get("looked_again") or 0) for record in records),
         "prompt_tokens": {"median": _median(prompt), "total": sum(prompt)},
         "completion_tokens": {"median": _median(completion), "total": sum(completion)},
         "tokens_estimated": any(record.get("tokens_estimated") for record in records),
@@ -113,7 +114,8 @@ def render_report(summary: dict[str, Any]) -> str:
         f" {summary.get('suspicious_answers', 0)}",
         f"attempts per task: mean {summary['attempts_mean']:.2f}"
         f" (cells per task: mean {summary['cells_mean']:.2f});"
-        f" fixes that repeated the failed code (not run): {summary.get('repeated_fixes', 0)}",
+        f" fixes that repeated the failed code (not run): {summary.get('repeated_fixes', 0)};"
+        f" results that looked wrong, looked at again: {summary.get('looked_again', 0)}",
         f"prompt tokens{estimated}: median {prompt['median']:,.0f}, total {prompt['total']:,}",
         f"completion tokens{estimated}: median {completion['median']:,.0f},"
         f" total {completion['total']:,}",

@@ -7,9 +7,11 @@ to ``DIR/results.jsonl``. The notebook is kept as ``DIR/notebooks/<id>.ipynb``. 
 resumed: tasks that already have a line in ``results.jsonl`` are skipped.
 
 Each record also holds ``first_attempt``: the answers found in the outputs of the first cell's
-first execution only (or, when no cell ran, in the prose answer) and whether they were correct.
-That is what a one-shot run (``--max-attempts 1 --max-steps 1``) with the same prompt would have
-produced when the model is deterministic (temperature 0): its first reply is the same.
+first execution only (or, when no cell ran, in the model's first prose reply) and whether they
+were correct. That is what a one-shot run (``--max-attempts 1 --max-steps 1``) with the same
+prompt would have produced when the model is deterministic (temperature 0): its first reply is
+the same. The inspecting first cell (``inspect_data``) is jupyter-ci's, not the model's: the
+first attempt is the first cell after it (and ``inspected`` says there was one).
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from ..agent.inspect_first import INSPECT_HEADER
 from ..agent.loop import SAME_CODE_NOTICE
+from ..agent.retries import LOOK_AGAIN_NOTICE
 from ..agent.suspicious import answer_concerns, output_concerns
 from ..errors import ConfigError
 from ..settings import Settings
@@ -226,24 +230,38 @@ async def run_task(task: Task, settings: Settings, out_dir: Path) -> dict[str, A
     #: Each execution: the cell, the code that ran and how it ended (what the retries did).
     tries: list[dict[str, Any]] = []
     sources: dict[str, str] = {}
-    #: Fixes that repeated the code that had just failed (the loop does not run them).
-    repeated = 0
+    first_prose: list[str] = []
+    #: Fixes that repeated the code that had just failed (the loop does not run them), and
+    #: results that looked wrong, which the model was asked to look at again (check_results).
+    repeated = looked_again = 0
+    #: The inspecting first cells (inspect_data): jupyter-ci's cells, not the model's attempts.
+    inspecting: set[str] = set()
 
     def on_event(event: dict[str, Any]) -> None:
-        nonlocal repeated
+        nonlocal repeated, looked_again
         kind = event["type"]
+        text = str(event.get("text") or "")
         if kind in ("cell_inserted", "cell_updated"):
             sources[str(event["cell_id"])] = str(event.get("source") or "")
+            if kind == "cell_inserted" and sources[str(event["cell_id"])].startswith(
+                INSPECT_HEADER
+            ):
+                inspecting.add(str(event["cell_id"]))
         elif kind == "execution_finished":
             cell_id = str(event["cell_id"])
             tries.append(
                 {"cell": cell_id, "code": sources.get(cell_id, ""), "status": event["status"]}
             )
             # The first execution's outputs: what a one-shot run (one cell, one try) would have.
-            if not first_digest:
+            if not first_digest and cell_id not in inspecting:
                 first_digest.append(str(event.get("digest") or ""))
-        elif kind == "message" and str(event.get("text", "")).startswith(SAME_CODE_NOTICE):
+        elif kind == "message" and event.get("role") == "assistant":
+            if not first_digest and not first_prose:
+                first_prose.append(text)
+        elif kind == "message" and text.startswith(SAME_CODE_NOTICE):
             repeated += 1
+        elif kind == "message" and text.startswith(LOOK_AGAIN_NOTICE):
+            looked_again += 1
         elif kind == "usage":
             total = int(event["usage"].get("prompt_tokens") or 0)
             call_prompts.append(total - sum(call_prompts))
@@ -276,11 +294,11 @@ async def run_task(task: Task, settings: Settings, out_dir: Path) -> dict[str, A
             shutil.copy2(notebook, kept)
     answers = extract_answers([*texts, answer])
     result = score(answers, task.labels)
-    # Without any cell run, the first reply was the prose answer itself.
+    # Without any cell of the model's run, its first reply was its prose answer.
     if first_digest:
         first = extract_answers(first_digest)
     else:
-        first = extract_answers([answer] if cells == 0 else [])
+        first = extract_answers(first_prose[:1] if cells == len(inspecting) else [])
     return {
         "id": task.id,
         "level": task.level,
@@ -305,6 +323,8 @@ async def run_task(task: Task, settings: Settings, out_dir: Path) -> dict[str, A
         "notebook": f"notebooks/{name}.ipynb" if kept.is_file() else None,
         "tries": tries,
         "repeated_fixes": repeated,
+        "looked_again": looked_again,
+        "inspected": bool(inspecting),
         "suspicious": suspicious(answers, outputs, request),
     }
 

@@ -143,9 +143,11 @@ class LiteLLMModel:
         *,
         tools: Sequence[dict[str, Any]] | None = None,
         on_text: TextCallback | None = None,
+        temperature: float | None = None,
     ) -> ModelReply:
         """Stream one reply; before any text arrived, rate limits are retried (bounded) and a
-        connection the server reset is retried once."""
+        connection the server reset is retried once. ``temperature`` overrides the settings'
+        for this call."""
         litellm = self._litellm or await import_litellm()
         self._litellm = litellm
         streamed = False
@@ -160,7 +162,7 @@ class LiteLLMModel:
         reset_retried = False
         while True:
             try:
-                return await self._stream(litellm, messages, tools, relay)
+                return await self._stream(litellm, messages, tools, relay, temperature)
             except ModelError as err:
                 if streamed:
                     raise
@@ -180,6 +182,7 @@ class LiteLLMModel:
         messages: Sequence[dict[str, Any]],
         tools: Sequence[dict[str, Any]] | None,
         on_text: TextCallback | None,
+        temperature: float | None = None,
     ) -> ModelReply:
         kwargs: dict[str, Any] = {
             "model": self.name,
@@ -191,8 +194,10 @@ class LiteLLMModel:
         }
         if self.api_base:
             kwargs["api_base"] = self.api_base
-        if self.temperature is not None:
-            kwargs["temperature"] = self.temperature
+        if temperature is None:
+            temperature = self.temperature
+        if temperature is not None:
+            kwargs["temperature"] = temperature
         if self._api_key:
             kwargs["api_key"] = self._api_key
         if tools:
