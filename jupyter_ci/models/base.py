@@ -76,8 +76,13 @@ class Model(Protocol):
         *,
         tools: Sequence[dict[str, Any]] | None = None,
         on_text: TextCallback | None = None,
+        temperature: float | None = None,
     ) -> ModelReply:
-        """Stream a reply to ``messages``, calling ``on_text`` with each text delta."""
+        """Stream a reply to ``messages``, calling ``on_text`` with each text delta.
+
+        ``temperature``: this call's sampling temperature instead of the model's own (a fix's,
+        see ``fix_temperatures``); the loop passes it only when it has one.
+        """
         ...
 
     def count_tokens(self, text: str) -> int:

@@ -43,6 +43,7 @@ class ThreadedModel:
         *,
         tools: Sequence[dict[str, Any]] | None = None,
         on_text: TextCallback | None = None,
+        temperature: float | None = None,
     ) -> ModelReply:
         """The wrapped model's reply, computed on the background loop."""
         caller = asyncio.get_running_loop()
@@ -52,8 +53,10 @@ class ThreadedModel:
             if on_text is not None:
                 caller.call_soon_threadsafe(on_text, text)
 
+        extra = {"temperature": temperature} if temperature is not None else {}
         future = asyncio.run_coroutine_threadsafe(
-            self.model.complete(list(messages), tools=tools, on_text=relay), background.loop
+            self.model.complete(list(messages), tools=tools, on_text=relay, **extra),
+            background.loop,
         )
         try:
             reply = await asyncio.wrap_future(future)
