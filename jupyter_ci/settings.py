@@ -53,6 +53,10 @@ class Settings:
     max_tokens_per_run: int = 200_000
     max_cost_per_run: float = 1.0
     temperature: float = -1.0
+    fix_temperatures: str = ""
+    fresh_fixes: bool = False
+    check_results: bool = False
+    inspect_data: bool = False
     tool_calling: str = "auto"
     instructions: str = ""
     vision: str = "auto"

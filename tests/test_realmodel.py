@@ -131,6 +131,7 @@ def test_server_command_line_is_local_and_sized() -> None:
         "--port": "8061",
         "--n_ctx": "4096",
         "--n_threads": "2",
+        "--interrupt_requests": "False",  # a second client must not cut the first's reply
     }
 
 
@@ -184,10 +185,13 @@ class RecordingModel:
         *,
         tools: Sequence[dict[str, Any]] | None = None,
         on_text: TextCallback | None = None,
+        temperature: float | None = None,
         on_wait: WaitCallback | None = None,
     ) -> ModelReply:
         self.requests.append([dict(message) for message in messages])
-        return await self.inner.complete(messages, tools=tools, on_text=on_text, on_wait=on_wait)
+        return await self.inner.complete(
+            messages, tools=tools, on_text=on_text, temperature=temperature, on_wait=on_wait
+        )
 
 
 async def run_agent(

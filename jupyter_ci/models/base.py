@@ -79,10 +79,15 @@ class Model(Protocol):
         *,
         tools: Sequence[dict[str, Any]] | None = None,
         on_text: TextCallback | None = None,
+        temperature: float | None = None,
         on_wait: WaitCallback | None = None,
     ) -> ModelReply:
         """Stream a reply to ``messages``, calling ``on_text`` with each text delta and
-        ``on_wait`` around a wait before a retry."""
+        ``on_wait`` around a wait before a retry.
+
+        ``temperature``: this call's sampling temperature instead of the model's own (a fix's,
+        see ``fix_temperatures``); the loop passes it only when it has one.
+        """
         ...
 
     def count_tokens(self, text: str) -> int:

@@ -70,6 +70,20 @@ async def import_litellm() -> Any:
     return await asyncio.to_thread(_load_litellm)
 
 
+async def close_clients() -> None:
+    """Close the HTTP clients litellm keeps for reuse (its aiohttp sessions), on the event loop
+    that made them. A command that ends its loop without this leaves them to the garbage
+    collector, which prints "Unclosed client session" at exit: litellm's own exit hook closes
+    them on a new loop, too late for connections a server kept alive. Nothing when litellm was
+    never imported; never raises."""
+    litellm = sys.modules.get("litellm")
+    close = getattr(litellm, "close_litellm_async_clients", None)
+    if close is None:
+        return
+    with contextlib.suppress(Exception):
+        await close()
+
+
 def estimate_tokens(text: str) -> int:
     """A tokenizer-free estimate: about four characters a token."""
     return math.ceil(len(text) / 4)
@@ -137,11 +151,12 @@ class LiteLLMModel:
         *,
         tools: Sequence[dict[str, Any]] | None = None,
         on_text: TextCallback | None = None,
+        temperature: float | None = None,
         on_wait: WaitCallback | None = None,
     ) -> ModelReply:
         """Stream one reply; before any text arrived, rate limits are retried (bounded, after
         the provider's Retry-After, said to ``on_wait``) and a connection the server reset is
-        retried once."""
+        retried once. ``temperature`` overrides the settings' for this call."""
         litellm = self._litellm or await import_litellm()
         self._litellm = litellm
         streamed = False
@@ -156,7 +171,7 @@ class LiteLLMModel:
         reset_retried = False
         while True:
             try:
-                return await self._stream(litellm, messages, tools, relay)
+                return await self._stream(litellm, messages, tools, relay, temperature)
             except ModelError as err:
                 if streamed:
                     raise
@@ -181,6 +196,7 @@ class LiteLLMModel:
         messages: Sequence[dict[str, Any]],
         tools: Sequence[dict[str, Any]] | None,
         on_text: TextCallback | None,
+        temperature: float | None = None,
     ) -> ModelReply:
         kwargs: dict[str, Any] = {
             "model": self.name,
@@ -192,8 +208,10 @@ class LiteLLMModel:
         }
         if self.api_base:
             kwargs["api_base"] = self.api_base
-        if self.temperature is not None:
-            kwargs["temperature"] = self.temperature
+        if temperature is None:
+            temperature = self.temperature
+        if temperature is not None:
+            kwargs["temperature"] = temperature
         if self._api_key:
             kwargs["api_key"] = self._api_key
         if tools:

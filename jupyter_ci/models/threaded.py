@@ -43,6 +43,7 @@ class ThreadedModel:
         *,
         tools: Sequence[dict[str, Any]] | None = None,
         on_text: TextCallback | None = None,
+        temperature: float | None = None,
         on_wait: WaitCallback | None = None,
     ) -> ModelReply:
         """The wrapped model's reply, computed on the background loop."""
@@ -57,7 +58,10 @@ class ThreadedModel:
             if on_wait is not None:
                 caller.call_soon_threadsafe(on_wait, seconds, retry, retries)
 
-        call = self.model.complete(list(messages), tools=tools, on_text=relay, on_wait=waiting)
+        extra = {"temperature": temperature} if temperature is not None else {}
+        call = self.model.complete(
+            list(messages), tools=tools, on_text=relay, on_wait=waiting, **extra
+        )
         future = asyncio.run_coroutine_threadsafe(call, background.loop)
         try:
             reply = await asyncio.wrap_future(future)

@@ -66,6 +66,23 @@ INSPECT_TIMEOUT = 30.0
 INFO_TIMEOUT = 10.0
 
 
+def channel_encryption() -> dict[str, str]:
+    """The kernel manager's settings that encrypt a kernel's channels where it can.
+
+    ipykernel 7 encrypts its channels with CurveZMQ keys its manager provisions, and declares it
+    in its kernelspec (``metadata.supported_encryption``); jupyter_client 8.10 provisions them
+    with ``transport_encryption="auto"`` (for kernels that declare it, others are started as
+    before). Without them ipykernel 7 warns on stderr that it runs unencrypted, once per kernel:
+    98 times in a bench. Older jupyter_client (no such setting) and pyzmq builds without CurveZMQ
+    get nothing.
+    """
+    import zmq
+
+    if "transport_encryption" not in AsyncKernelManager.class_trait_names() or not zmq.has("curve"):
+        return {}
+    return {"transport_encryption": "auto"}
+
+
 def skip_ci_cells(cell: Cell) -> bool:
     """Whether :meth:`KernelWorkspace.restore` skips a cell by default: ``%%ci`` magic cells."""
     return is_ci_cell(cell.source)
@@ -187,7 +204,7 @@ class KernelWorkspace:
         for variable in drop_env:
             env.pop(variable, None)
         env["JPY_SESSION_NAME"] = str(path.absolute())
-        km = AsyncKernelManager(kernel_name=name)
+        km = AsyncKernelManager(kernel_name=name, **channel_encryption())
         await km.start_kernel(cwd=str(cwd or path.absolute().parent), env=env)
         kc = None
         try:
