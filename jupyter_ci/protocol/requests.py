@@ -50,6 +50,7 @@ class StartRunRequest(RunRequestBase):
     request: Literal["start_run"]
     prompt: str
     handoff_nonce: str | None
+    handoff_request_id: NotRequired[str | None]
     origin: NotRequired[Literal["panel", "magic"]]
     regenerate: NotRequired[bool]
 

@@ -58,6 +58,8 @@ MAX_PROMPT_CHARS = 100_000
 MAX_KEPT_EVENTS = 20_000
 #: Finished runs kept in memory for replay.
 KEPT_FINISHED_RUNS = 50
+#: Handoff requests remembered (each is accepted once; a %%ci cell runs far fewer times).
+MAX_KEPT_NONCES = 100_000
 
 
 @dataclass
@@ -140,6 +142,8 @@ class RunManager:
         self._finished: list[str] = []
         #: Handoff nonces accepted: the tab that claimed each, and what its request led to.
         self._nonces: dict[str, tuple[str, asyncio.Future[StartResult]]] = {}
+        #: The nonce each %%ci execute request (kernel id and msg_id) handed off with.
+        self._handoff_requests: dict[str, str] = {}
         #: Notices said in each conversation since the server started (the store has the rest).
         self._said: dict[str, set[str]] = {}
         #: Reads of tabs' notebooks outside any run (previews, re-run checks).
@@ -190,6 +194,19 @@ class RunManager:
                 hint="Start or select a kernel for the notebook, then ask again.",
             )
         nonce = request.get("handoff_nonce")
+        handed = request.get("handoff_request_id")
+        if nonce and handed:
+            # One handoff per %%ci execute request: another nonce under the same request was
+            # made by other code in the kernel (ARCHITECTURE.md, Invariants).
+            key = f"{kernel_id}\n{handed}"
+            first = self._handoff_requests.setdefault(key, str(nonce))
+            _trim(self._handoff_requests, MAX_KEPT_NONCES)
+            if first != nonce:
+                raise RunRefused(
+                    "handoff_claimed",
+                    "That %%ci request has already handed off once.",
+                    hint="Run the %%ci cell again to make a new request.",
+                )
         if nonce and nonce in self._nonces:
             owner, outcome = self._nonces[nonce]
             if owner != client_id:
@@ -587,6 +604,12 @@ class RunManager:
 
     def _announce(self) -> None:
         self.publisher.announce(self.runs())
+
+
+def _trim(kept: dict[str, Any], limit: int) -> None:
+    """Forget the oldest entries of ``kept`` beyond ``limit``."""
+    while len(kept) > limit:
+        del kept[next(iter(kept))]
 
 
 def _not_yours() -> RunRefused:

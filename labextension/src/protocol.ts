@@ -622,6 +622,11 @@ export interface IStartRunRequest extends IRunRequestBase {
   prompt: string;
   handoff_nonce: string | null;
   /**
+   * A claimed %%ci handoff: the msg_id of the %%ci cell's execute request. The
+   * server accepts one handoff per request of a kernel.
+   */
+  handoff_request_id?: string | null;
+  /**
    * panel (refused while the kernel is busy) or magic (queued in order).
    */
   origin?: 'panel' | 'magic';
