@@ -90,6 +90,7 @@ class JupyterCIServer(ExtensionApp):
             logger=self.log,
             root_dir=root,
         )
+        self.hub.holds = self.manager.holds
         self.hub.on_connected = self.manager.client_connected
         self.hub.on_disconnected = self.manager.client_disconnected
         self.expectations = HandoffExpectations(

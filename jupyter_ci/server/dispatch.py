@@ -17,7 +17,7 @@ from typing import Any
 from .. import protocol
 from .._version import __version__
 from .expectations import HandoffExpectations
-from .hub import ClientTaken, Connection, Hub
+from .hub import ClientTaken, Connection, HelloRefused, Hub
 from .run_types import RunRefused
 from .runs import RunManager
 
@@ -109,6 +109,13 @@ class Dispatcher:
                 secret = self.hub.hello(
                     connection, client, message["notebook_paths"], message.get("client_secret")
                 )
+            except HelloRefused as refused:
+                self._refuse(
+                    connection, message, error_info(refused.code, refused.message, refused.hint)
+                )
+                if refused.close:
+                    connection.close(refused.message)
+                return
             except ClientTaken:
                 info = error_info(
                     "client_taken",

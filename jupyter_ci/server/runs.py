@@ -159,6 +159,10 @@ class RunManager:
             infos.extend(run.info(position) for position, run in enumerate(lane))
         return infos
 
+    def holds(self, client_id: str) -> bool:
+        """Whether a run held in memory (active, queued or kept for replay) is the tab's."""
+        return any(run.owner == client_id for run in self._runs.values())
+
     def get(self, run_id: str) -> ManagedRun | None:
         """A run held in memory (active, queued or recently finished)."""
         return self._runs.get(run_id)

@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 #: Tornado drops a connection on messages above this; the dispatcher refuses, with an error,
 #: messages between MAX_MESSAGE_BYTES and this.
 HARD_MESSAGE_LIMIT = 4 * MAX_MESSAGE_BYTES
+#: The close code of a connection the server ends for what it did (a websocket "policy
+#: violation"); the reason says what.
+CLOSE_POLICY = 1008
 
 
 class _SocketConnection:
@@ -36,6 +39,8 @@ class _SocketConnection:
     def __init__(self, handler: RunSocketHandler) -> None:
         self.handler = handler
         self.open = True
+        user = handler.current_user
+        self.user: str = str(getattr(user, "username", None) or user or "")
 
     def send(self, message: dict[str, Any]) -> None:
         if not self.open:
@@ -46,6 +51,12 @@ class _SocketConnection:
             self.open = False
             return
         future.add_done_callback(_ignore_closed)
+
+    def close(self, reason: str) -> None:
+        """Close the websocket with ``reason`` (the tab shows it, reconnects and replays)."""
+        if self.open:
+            self.open = False
+            self.handler.close(CLOSE_POLICY, reason[:120])
 
 
 def _ignore_closed(future: Any) -> None:

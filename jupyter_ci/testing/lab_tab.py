@@ -115,9 +115,13 @@ class ScriptedTab:
         client_id: str | None = None,
         instant: bool = False,
         keep_tokens: bool = True,
+        cookie: str | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/") + "/"
         self.token = token
+        #: A login cookie sent with the token: the server then knows the same user on every
+        #: connection (without one, each token-authenticated connection is a new anonymous user).
+        self.cookie = cookie
         self.kernel_client_for = kernel_client_for
         #: Answer run_cell and evaluate at once, without a kernel (for benchmarks of
         #: the server's own cost): every cell "succeeds" with no output.
@@ -147,6 +151,9 @@ class ScriptedTab:
         self._requests = 0
         self._tasks: set[asyncio.Future[Any]] = set()
         self._closed = False
+        #: The close code and reason of the latest connection the server closed (None before).
+        self.close_code: int | None = None
+        self.close_reason: str | None = None
 
     # --- connection ------------------------------------------------------------------------
 
@@ -161,7 +168,10 @@ class ScriptedTab:
         from tornado.httpclient import HTTPRequest
         from tornado.websocket import websocket_connect
 
-        request = HTTPRequest(self.ws_url, headers={"Authorization": f"token {self.token}"})
+        headers = {"Authorization": f"token {self.token}"}
+        if self.cookie:
+            headers["Cookie"] = self.cookie
+        request = HTTPRequest(self.ws_url, headers=headers)
         self._socket = await websocket_connect(request)
         stream = getattr(self._socket, "stream", None)
         if stream is not None:
@@ -309,6 +319,9 @@ class ScriptedTab:
         while socket is not None:
             text = await socket.read_message()
             if text is None:
+                self.close_code = socket.close_code
+                self.close_reason = socket.close_reason
+                self._changed.set()
                 break
             message = json.loads(text)
             if not self.keep_tokens and message.get("type") == "token":

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from jupyter_ci.server import hub
 from jupyter_ci.server.app import JupyterCIServer
 from jupyter_ci.server.hub import PROMPT_SHOWN
 from jupyter_ci.server.runs import MAX_PROMPT_CHARS
@@ -78,7 +79,7 @@ async def test_a_tab_acts_only_on_its_own_runs_and_cannot_take_another_tabs_plac
     await owner.disconnect()
     again = await owner.connect()
     assert again is not None
-    assert again["ok"] is True
+    assert again["ok"] is True, again
     stopped = await owner.request({"request": "stop_run", "run_id": run_id})
     assert stopped["ok"] is True
     end = await owner.wait_for_event(finished, run_id, timeout=60)
@@ -182,3 +183,96 @@ async def test_no_piece_of_the_key_reaches_a_tab_or_the_database(
         for text, where in ((sent, "sent to the tab"), (stored, "stored")):
             assert piece not in text, (piece, where)
             assert piece[::-1] not in text, (piece[::-1], where)
+
+
+def _hello(client_id: str, secret: str | None = None) -> dict[str, Any]:
+    message: dict[str, Any] = {
+        "request": "hello",
+        "client_id": client_id,
+        "protocol_version": 1,
+        "notebook_paths": [],
+    }
+    if secret is not None:
+        message["client_secret"] = secret
+    return message
+
+
+async def _login_cookie(jp_fetch: Any) -> str:
+    """The login cookie Jupyter sets for a token-authenticated request: with it, every
+    connection is the same user (as a browser's tabs are)."""
+    response = await jp_fetch("api", "status")
+    cookies = [value.split(";")[0] for value in response.headers.get_list("Set-Cookie")]
+    assert cookies, "the server set no login cookie"
+    return "; ".join(cookies)
+
+
+async def test_hello_floods_are_bounded_per_connection_and_per_user(
+    app: JupyterCIServer, tab_factory: TabFactory, jp_fetch: Any
+) -> None:
+    cookie = await _login_cookie(jp_fetch)
+    flood = tab_factory(cookie=cookie)
+    assert (await flood.connect() or {}).get("ok") is True
+    for n in range(hub.HELLOS_PER_CONNECTION - 1):
+        reply = await flood.request(_hello(f"flood-a-{n:08d}"))
+        assert reply["ok"] is True, reply
+    refused = await flood.request(_hello("flood-a-too-many"))
+    assert (refused["ok"], refused["error"]["code"]) == (False, "too_many_hellos")
+    await flood.wait_until(lambda: flood.close_code is not None)
+    assert flood.close_code == 1008
+    assert "hello at most" in str(flood.close_reason)
+    # New client ids of one user: a minute's worth, then a clear refusal.
+    accepted = hub.HELLOS_PER_CONNECTION
+    refusal: dict[str, Any] = {}
+    for attempt in range(hub.NEW_CLIENTS_PER_MINUTE):
+        tab = tab_factory(cookie=cookie)
+        await tab.connect(hello=False)
+        for n in range(hub.HELLOS_PER_CONNECTION):
+            reply = await tab.request(_hello(f"flood-{attempt}-{n:08d}"))
+            if not reply["ok"]:
+                refusal = reply
+                break
+            accepted += 1
+        await tab.disconnect()
+        if refusal:
+            break
+    assert accepted == hub.NEW_CLIENTS_PER_MINUTE
+    assert refusal["error"]["code"] == "too_many_clients", refusal
+    assert refusal["error"]["message"] == (
+        f"Too many new jupyter-ci tabs: at most {hub.NEW_CLIENTS_PER_MINUTE} a minute per user."
+    )
+    assert refusal["error"]["hint"] == "Wait a minute, then reload the page."
+
+
+async def test_a_flood_of_new_client_ids_cannot_evict_a_tab_that_holds_a_run(
+    app: JupyterCIServer,
+    model_server: ScriptedModelServer,
+    start_kernel: KernelStarter,
+    tab_factory: TabFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The server remembers a bounded number of client ids (here 30, not 10,000, to keep the
+    # test short), and the flood's rate limits are lifted: only the eviction rule is tested.
+    monkeypatch.setattr(hub, "KNOWN_CLIENTS", 30)
+    monkeypatch.setattr(hub, "NEW_CLIENTS_PER_MINUTE", 10**6)
+    monkeypatch.setattr(hub, "HELLOS_PER_CONNECTION", 10**6)
+    owner, _, run_id = await _running(model_server, start_kernel, tab_factory)
+    flood = tab_factory()
+    await flood.connect()
+    for n in range(3 * 30 + 1):
+        reply = await flood.request(_hello(f"flood-{n:08d}"))
+        assert reply["ok"] is True, reply
+    # The owner's id (every tab sees it in the run list) is still bound to its secret.
+    thief = tab_factory(client_id=owner.client_id)
+    taken = await thief.connect()
+    assert taken is not None
+    assert (taken["ok"], taken["error"]["code"]) == (False, "client_taken")
+    # The owner, even after its connection dropped, is still itself and stops its run.
+    await owner.disconnect()
+    again = await owner.connect()
+    assert again is not None
+    assert again["ok"] is True
+    stopped = await owner.request({"request": "stop_run", "run_id": run_id})
+    assert stopped["ok"] is True
+    end = await owner.wait_for_event(finished, run_id, timeout=60)
+    assert (end["state"], end["reason"]) == ("stopped", "user")
+    assert not any(m.get("method") for m in thief.received)
