@@ -19,6 +19,7 @@ class HelloRequest(TypedDict):
     protocol_version: Literal[1]
     notebook_paths: list[str]
     client_secret: NotRequired[str]
+    page_start: NotRequired[bool]
 
 
 class SubscribeRequest(TypedDict):

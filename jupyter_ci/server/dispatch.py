@@ -107,7 +107,11 @@ class Dispatcher:
             client = str(message["client_id"])
             try:
                 secret = self.hub.hello(
-                    connection, client, message["notebook_paths"], message.get("client_secret")
+                    connection,
+                    client,
+                    message["notebook_paths"],
+                    message.get("client_secret"),
+                    page_start=bool(message.get("page_start")),
                 )
             except HelloRefused as refused:
                 self._refuse(

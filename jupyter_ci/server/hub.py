@@ -103,8 +103,9 @@ class Hub:
         self._clock = clock
         #: Whether the server holds a run of a client id (its identity is kept then).
         self.holds: Callable[[str], bool] = lambda client_id: False
-        #: Called with a client id when its tab connects again (or for the first time).
-        self.on_connected: Callable[[str], None] | None = None
+        #: Called with a client id when its tab connects again (or for the first time), and
+        #: whether it is a page's first hello (a reloaded page holds none of its runs' cells).
+        self.on_connected: Callable[[str, bool], None] | None = None
         #: Called with a client id when its tab's connection closes.
         self.on_disconnected: Callable[[str], None] | None = None
 
@@ -116,6 +117,8 @@ class Hub:
         client_id: str,
         notebook_paths: Iterable[str],
         secret: str | None = None,
+        *,
+        page_start: bool = False,
     ) -> str:
         """Bind ``connection`` to ``client_id`` (replacing an older connection of that tab);
         returns the client id's secret.
@@ -149,7 +152,7 @@ class Hub:
         self._clients[client_id] = _Client(connection, set(notebook_paths))
         self._ids[id(connection)] = client_id
         if self.on_connected is not None:
-            self.on_connected(client_id)
+            self.on_connected(client_id, page_start)
         return known.secret
 
     def _admit(self, user: str) -> None:

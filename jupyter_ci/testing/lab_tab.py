@@ -132,6 +132,9 @@ class ScriptedTab:
         self.client_id = client_id or f"tab-{uuid.uuid4().hex}"
         #: What the server gave this client id at its first hello (shown again on reconnect).
         self.client_secret: str | None = None
+        #: Whether the next hello is this tab's first (a page that just loaded, as after a
+        #: reload: it knows none of its runs' calls and cells).
+        self.page_start = True
         self.notebooks: dict[str, TabNotebook] = {}
         #: Everything the server sent, in order.
         self.received: list[dict[str, Any]] = []
@@ -187,7 +190,11 @@ class ScriptedTab:
         }
         if self.client_secret is not None:
             message["client_secret"] = self.client_secret  # as the labextension does
+        if self.page_start:
+            message["page_start"] = True
         reply = await self.request(message)
+        if reply.get("ok"):
+            self.page_start = False
         if reply.get("ok") and isinstance(reply.get("client_secret"), str):
             self.client_secret = reply["client_secret"]
         return reply
@@ -331,6 +338,33 @@ class ScriptedTab:
             if "method" in message and "call_id" in message:
                 self._spawn(self._answer(message))
 
+    @staticmethod
+    def _restore(notebook: TabNotebook, call: dict[str, Any]) -> list[str]:
+        """Put back the run's cells the notebook lacks, as the labextension does."""
+        restored: list[str] = []
+        previous: str | None = None
+        for cell in call["cells"]:
+            cell_id = str(cell["cell_id"])
+            if any(c["id"] == cell_id for c in notebook.cells):
+                if cell_id == call.get("streaming_cell_id"):
+                    notebook.cell(cell_id)["source"] = str(cell["source"])
+                previous = cell_id
+                continue
+            after = cell.get("after_id")
+            known = {c["id"] for c in notebook.cells}
+            if after is not None and after in known:
+                position = notebook.index(str(after)) + 1
+            elif previous is not None and previous in known:
+                position = notebook.index(previous) + 1
+            else:
+                position = 0 if after is None else len(notebook.cells)
+            node = code_cell(str(cell["source"]), cell_id, **dict(cell.get("metadata") or {}))
+            notebook.cells.insert(position, node)
+            notebook.outputs.cell_inserted(position)
+            restored.append(cell_id)
+            previous = cell_id
+        return restored
+
     def _spawn(self, coroutine: Awaitable[Any]) -> None:
         task = asyncio.ensure_future(coroutine)
         self._tasks.add(task)
@@ -380,6 +414,8 @@ class ScriptedTab:
         if method == "append_source":
             notebook.cell(str(call["cell_id"]))["source"] += str(call["text"])
             return {}
+        if method == "restore_cells":
+            return {"restored": self._restore(notebook, call)}
         if method == "delete_cell":
             position = notebook.index(str(call["cell_id"]))
             del notebook.cells[position]

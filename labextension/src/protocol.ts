@@ -439,6 +439,24 @@ export interface IReadCellsCall extends ICallBase {
   method: 'read_cells';
 }
 
+/**
+ * After a reload: the run's cells as the run wrote them, in the order it
+ * inserted them. The tab inserts each one its notebook lacks (after after_id,
+ * else after the one before it) with that source and metadata, and gives
+ * streaming_cell_id (the cell being written, which the user cannot edit) that
+ * source. Calls of the run wait until this one is answered.
+ */
+export interface IRestoreCellsCall extends ICallBase {
+  method: 'restore_cells';
+  cells: {
+    cell_id: string;
+    after_id: string | null;
+    source: string;
+    metadata: Record<string, unknown>;
+  }[];
+  streaming_cell_id: string | null;
+}
+
 export interface IInsertCellCall extends ICallBase {
   method: 'insert_cell';
   after_id: string | null;
@@ -508,12 +526,13 @@ export type Call =
   | IDeleteCellCall
   | IRunCellCall
   | IEvaluateCall
-  | IInterruptCall;
+  | IInterruptCall
+  | IRestoreCellsCall;
 
 /**
  * The browser's successful reply to a call. Which fields are set depends on the
  * method: read_cells → cells; insert_cell → cell_id; run_cell → execution
- * fields; evaluate → text.
+ * fields; evaluate → text; restore_cells → restored.
  */
 export interface ICallResult {
   call_id: string;
@@ -540,6 +559,11 @@ export interface ICallResult {
    * Whether the browser cut outputs to fit the message size cap.
    */
   truncated?: boolean;
+  /**
+   * restore_cells: the ids of the cells the notebook lacked and the tab put
+   * back.
+   */
+  restored?: string[];
   /**
    * evaluate: the expression's text/plain value ('' when it raised). run_cell:
    * the value of the call's expression; absent when the kernel did not evaluate
@@ -761,6 +785,13 @@ export interface IHelloRequest {
    * first time).
    */
   client_secret?: string;
+  /**
+   * The first hello of a page: a tab that kept its client_id across a reload
+   * holds none of its runs' cells nor answers; the server first has it restore
+   * each run's cells (restore_cells), and does not send again a run_cell the
+   * previous page may have run.
+   */
+  page_start?: boolean;
 }
 
 /**
@@ -992,6 +1023,7 @@ export interface IProtocolDefinitions {
   RunEvent: RunEvent;
   CallBase: ICallBase;
   ReadCellsCall: IReadCellsCall;
+  RestoreCellsCall: IRestoreCellsCall;
   InsertCellCall: IInsertCellCall;
   AppendSourceCall: IAppendSourceCall;
   ReplaceSourceCall: IReplaceSourceCall;
