@@ -123,10 +123,7 @@ export class NotebookIndex extends Lifecycle {
    * ready (a reloaded page opens its notebooks again as it starts); null if
    * it is not open within `timeout` ms.
    */
-  async whenOpen(
-    path: string,
-    timeout: number
-  ): Promise<NotebookPanel | null> {
+  async whenOpen(path: string, timeout: number): Promise<NotebookPanel | null> {
     let panel = this.panel(path);
     if (!panel) {
       const conditions = new Conditions();

@@ -11,7 +11,7 @@ import { IRunProgress, applyEvent, emptyProgress } from './steps';
  * One entry of a conversation as the panel shows it.
  */
 export type ChatEntry =
-  | { kind: 'user'; key: string; text: string }
+  | { kind: 'user'; key: string; text: string; runId?: string | null }
   | { kind: 'assistant'; key: string; text: string; streaming: boolean }
   | { kind: 'notice'; key: string; text: string }
   | { kind: 'run'; key: string; progress: IRunProgress };
@@ -216,9 +216,11 @@ export class ChatModel extends Lifecycle {
     const runId = event.run_id;
     let runIndex = entries.findIndex(e => e.kind === 'run' && e.key === runId);
     if (runIndex < 0) {
-      // A run this panel did not start (a %%ci cell, another tab): show its request.
+      // A run this panel did not start (a %%ci cell, another tab): show its
+      // request, unless the conversation's history has it already.
       const info = this._connection.runs.find(run => run.run_id === runId);
-      if (info) {
+      const asked = entries.some(e => e.kind === 'user' && e.runId === runId);
+      if (info && !asked) {
         entries.push({
           kind: 'user',
           key: `u${++this._keys}`,
@@ -324,7 +326,7 @@ namespace Private {
   export function entryOf(message: IStoredMessage, index: number): ChatEntry {
     const key = `h${index}-${message.time}`;
     if (message.role === 'user') {
-      return { kind: 'user', key, text: message.text };
+      return { kind: 'user', key, text: message.text, runId: message.run_id };
     }
     if (message.role === 'assistant') {
       return { kind: 'assistant', key, text: message.text, streaming: false };
