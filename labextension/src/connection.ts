@@ -274,7 +274,14 @@ export class CIConnection extends Lifecycle {
         this._receive(event.data);
       }
     };
-    socket.onclose = () => {
+    socket.onclose = (event: CloseEvent) => {
+      if (event.code === Private.CLOSE_POLICY) {
+        // The server ended it for what this page did (too slow to read its
+        // messages, too many hellos): reconnecting replays what was missed.
+        console.warn(
+          `jupyter-ci: the server closed the connection: ${event.reason}`
+        );
+      }
       if (socket === this._socket) {
         this._socket = null;
         this._ready = false;
@@ -515,6 +522,12 @@ namespace Private {
    * Runs whose events are remembered for deduplication and replay.
    */
   export const MAX_FOLLOWED = 100;
+
+  /**
+   * The close code of a connection the server ended for what the page did
+   * (`ws.py`, `CLOSE_POLICY`).
+   */
+  export const CLOSE_POLICY = 1008;
 
   export interface IPending {
     message: ClientRequest;

@@ -4,6 +4,7 @@ answer, and no piece of the key reaches a tab or the database."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -11,13 +12,14 @@ from typing import Any
 
 import pytest
 
-from jupyter_ci.server import hub
+from jupyter_ci.server import hub, ws
 from jupyter_ci.server.app import JupyterCIServer
 from jupyter_ci.server.hub import PROMPT_SHOWN
 from jupyter_ci.server.runs import MAX_PROMPT_CHARS
 from jupyter_ci.testing import Fault, Reply, ScriptedModelServer
 from jupyter_ci.testing.lab_tab import ScriptedTab, code_cell
 
+from .rawsocket import RawSocket
 from .support import finished, start_request
 
 TabFactory = Callable[..., ScriptedTab]
@@ -276,3 +278,73 @@ async def test_a_flood_of_new_client_ids_cannot_evict_a_tab_that_holds_a_run(
     end = await owner.wait_for_event(finished, run_id, timeout=60)
     assert (end["state"], end["reason"]) == ("stopped", "user")
     assert not any(m.get("method") for m in thief.received)
+
+
+async def test_a_client_that_stops_reading_is_closed_and_can_reconnect_and_replay(
+    app: JupyterCIServer,
+    model_server: ScriptedModelServer,
+    start_kernel: KernelStarter,
+    tab_factory: TabFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A run with 20 kB of events (the model's prose), asked for again and again by a client
+    # that never reads: without a cap its queued replies grow the server without bound.
+    monkeypatch.setattr(ws, "MAX_QUEUED_BYTES", 2 * 1024 * 1024)
+    model_server.set_script([Reply.text(" ".join(f"{n:04d}" + "x" * 95 for n in range(200)))])
+    kernel_id = await start_kernel()
+    owner = tab_factory()
+    owner.open_notebook("a.ipynb", kernel_id)
+    await owner.connect()
+    started = await owner.request(start_request("a.ipynb", kernel_id, "talk"))
+    run_id = started["run_id"]
+    end = await owner.wait_for_event(finished, run_id, timeout=60)
+    assert end["state"] == "done", end["error"]
+
+    gone = asyncio.Event()
+    disconnected = app.hub.on_disconnected
+
+    def on_disconnected(client_id: str) -> None:
+        if client_id == "slow-reader-0001":
+            gone.set()
+        if disconnected is not None:
+            disconnected(client_id)
+
+    monkeypatch.setattr(app.hub, "on_disconnected", on_disconnected)
+    slow = await RawSocket.connect(owner.ws_url, owner.token)
+    await slow.send(
+        {**_hello("slow-reader-0001"), "notebook_paths": ["a.ipynb"], "request_id": "hello"}
+    )
+    secret = ""
+    while not secret:
+        opcode, raw = await slow.read()
+        assert opcode in (1, 9), (opcode, raw)  # text, or the server's ping
+        if opcode == 1:
+            secret = json.loads(raw).get("client_secret", "")
+    replays = 2_000  # 40 MB of replies asked for
+    for n in range(replays):
+        await slow.send(
+            {"request": "replay", "request_id": f"r{n}", "run_id": run_id, "after_seq": 0}
+        )
+    await asyncio.wait_for(gone.wait(), 60)
+    # What reached the client before the server closed it: about the cap, not 40 MB.
+    received, closing = 0, b""
+    while True:
+        opcode, payload = await asyncio.wait_for(slow.read(), 60)
+        if opcode in (-1, 8):
+            closing = payload
+            break
+        received += len(payload)
+    slow.close()
+    assert received < 8 * 1024 * 1024, received
+    code = int.from_bytes(closing[:2], "big")
+    assert (code, closing[2:].decode()) == (1008, ws.TOO_SLOW)
+    # The client comes back, with its secret, and gets what it asked for.
+    again = tab_factory(client_id="slow-reader-0001")
+    again.client_secret = secret
+    again.open_notebook("a.ipynb", kernel_id)
+    hello = await again.connect()
+    assert hello is not None
+    assert hello["ok"] is True
+    replay = await again.request({"request": "replay", "run_id": run_id, "after_seq": 0})
+    assert replay["ok"] is True
+    await again.wait_for_event(finished, run_id, timeout=30)
