@@ -439,7 +439,11 @@ class ScriptedTab:
             return {"text": "[]"}
         if method == "run_cell":
             return await self._run_cell(
-                notebook, str(call["cell_id"]), str(call["call_id"]), call.get("expression")
+                notebook,
+                str(call["cell_id"]),
+                str(call["call_id"]),
+                call.get("expression"),
+                run_id=str(call["run_id"]),
             )
         if method == "evaluate":
             return await self._inspect(notebook, str(call["expression"]))
@@ -489,13 +493,15 @@ class ScriptedTab:
         *,
         silent: bool = False,
         own: bool = True,
+        run_id: str | None = None,
         user_expressions: dict[str, str] | None = None,
     ) -> _Execution:
         """Send an execute request (as the labextension does) and wait until it is done.
 
         ``on_started`` of ``execution`` is called once the kernel begins it. ``own``: one of
         jupyter-ci's executions, marked as the labextension marks them
-        (``metadata.jupyter_ci_resume``: the kernel never holds it back).
+        (``metadata.jupyter_ci_resume``: the kernel never holds it back), with the ``run_id``
+        whose cell it runs (``metadata.jupyter_ci_run``: ``%%ci`` starts no run in it).
         """
         client = await self._kernel(kernel_id)
         content = {
@@ -506,7 +512,9 @@ class ScriptedTab:
             "allow_stdin": False,
             "stop_on_error": False,
         }
-        metadata = {constant("ResumeMetadataKey"): True} if own else {}
+        metadata: dict[str, Any] = {constant("ResumeMetadataKey"): True} if own else {}
+        if run_id is not None:
+            metadata[constant("RunMetadataKey")] = run_id
         message = client.session.msg("execute_request", content, metadata=metadata)
         client.shell_channel.send(message)
         msg_id = message["header"]["msg_id"]
@@ -534,6 +542,8 @@ class ScriptedTab:
         cell_id: str,
         call_id: str | None,
         expression: str | None = None,
+        *,
+        run_id: str | None = None,
     ) -> dict[str, Any]:
         cell = notebook.cell(cell_id)
         cell["outputs"] = []
@@ -554,6 +564,7 @@ class ScriptedTab:
             execution,
             str(cell["source"]),
             own=call_id is not None,
+            run_id=run_id,
             user_expressions={"v": expression} if expression else None,
         )
         # As the browser: the outputs the kernel's messages made, nothing made from the reply.

@@ -299,6 +299,7 @@ export class NotebookBridge extends Lifecycle {
       sessionContext: panel.sessionContext,
       isClosed: () => panel.isDisposed && this._index.panel(path) === null,
       expression: call.expression,
+      runId: call.run_id,
       onStarted: startedAt => {
         const progress: ICallProgress = {
           call_id: call.call_id,

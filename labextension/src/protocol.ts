@@ -129,6 +129,12 @@ export type HeldBackErrorName = 'JupyterCIHeldBack';
 export type ResumeMetadataKey = 'jupyter_ci_resume';
 
 /**
+ * Request metadata naming the run whose cell the request executes (its run_id):
+ * %%ci never starts a run from such a cell (generated code cannot start runs).
+ */
+export type RunMetadataKey = 'jupyter_ci_run';
+
+/**
  * jupyter-ci's key in cell metadata: the stamp of a %%ci cell ({client}) or the
  * hint on a generated cell ({run_id, ...}).
  */
@@ -998,6 +1004,7 @@ export interface IProtocolDefinitions {
   HandoffErrorName: HandoffErrorName;
   HeldBackErrorName: HeldBackErrorName;
   ResumeMetadataKey: ResumeMetadataKey;
+  RunMetadataKey: RunMetadataKey;
   CellMetadataKey: CellMetadataKey;
   ReplyGraceSeconds: ReplyGraceSeconds;
   ErrorInfo: IErrorInfo;
@@ -1212,6 +1219,12 @@ export const HELD_BACK_ERROR_NAME: HeldBackErrorName = 'JupyterCIHeldBack';
  * it back.
  */
 export const RESUME_METADATA_KEY: ResumeMetadataKey = 'jupyter_ci_resume';
+
+/**
+ * Request metadata naming the run whose cell the request executes (its run_id):
+ * %%ci never starts a run from such a cell (generated code cannot start runs).
+ */
+export const RUN_METADATA_KEY: RunMetadataKey = 'jupyter_ci_run';
 
 /**
  * jupyter-ci's key in cell metadata: the stamp of a %%ci cell ({client}) or the

@@ -93,6 +93,7 @@ export const VALID: ISample[] = [
   valid('HandoffErrorName', 'JupyterCIHandoff'),
   valid('HeldBackErrorName', 'JupyterCIHeldBack'),
   valid('ResumeMetadataKey', 'jupyter_ci_resume'),
+  valid('RunMetadataKey', 'jupyter_ci_run'),
   valid('CellMetadataKey', 'jupyter_ci'),
   valid('ReplyGraceSeconds', 3),
   valid('ErrorInfo', { code: 'kernel_dead', message: 'The kernel died.' }),

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from jupyter_ci.magics import INSIDE_A_RUN
 from jupyter_ci.protocol import HANDOFF_MIME
 from jupyter_ci.testing import Reply, ScriptedModelServer
 
@@ -434,4 +435,27 @@ def test_generated_code_that_forges_the_ci_requests_parent_starts_no_run(
     assert len(claims) == 1, claims  # the %%ci cell's own
     assert "forged" not in claims[0]
     assert len(model.chat_requests) == 1  # the caps held: one step, one model request
+    assert len(cells(page, path)) == 3
+
+
+def test_generated_code_cannot_start_an_in_kernel_run(
+    model_context: Any, model_lab: Lab, model: ScriptedModelServer
+) -> None:
+    # The kernel's in-kernel loop would run with settings the generated code chooses (here an
+    # endpoint that needs no key), outside the run's caps and record (issue 27, item 10).
+    nested = (
+        "get_ipython().run_cell_magic('ci', "
+        f"'--model openai/scripted --api-base {model.base_url} --mode auto', 'do more')"
+    )
+    model.set_script([Reply.code(nested), Reply.text("never asked", times=None)])
+    path = write_notebook(model_lab, ["%load_ext jupyter_ci", "%%ci --max-steps 1 go"])
+    page = model_context.new_page()
+    open_lab_app(page, model_lab)
+    open_notebook(page, path)
+    run_all(page, path)
+    status = wait_for_status(page, path, 1, TERMINAL)
+    assert status["state"] == "done", dump(page, path)
+    shown = text_of(cells(page, path)[2]["outputs"])
+    assert INSIDE_A_RUN in shown, dump(page, path)
+    assert len(model.chat_requests) == 1  # the run's one request; none from the kernel
     assert len(cells(page, path)) == 3
