@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tornado.httpclient import HTTPClientError
 
 from jupyter_ci.server import hub, ws
 from jupyter_ci.server.app import JupyterCIServer
@@ -348,3 +349,42 @@ async def test_a_client_that_stops_reading_is_closed_and_can_reconnect_and_repla
     replay = await again.request({"request": "replay", "run_id": run_id, "after_seq": 0})
     assert replay["ok"] is True
     await again.wait_for_event(finished, run_id, timeout=30)
+
+
+async def test_a_notebook_path_has_one_form_wherever_it_enters(
+    app: JupyterCIServer,
+    model_server: ScriptedModelServer,
+    start_kernel: KernelStarter,
+    tab_factory: TabFactory,
+    jp_fetch: Any,
+) -> None:
+    model_server.set_script([Reply.text("Hello.")])
+    kernel_id = await start_kernel()
+    tab = tab_factory()
+    tab.open_notebook("sub/a.ipynb", kernel_id)
+    await tab.connect()
+    # A run asked for under another spelling of the path is the notebook's: its calls name
+    # the path as the tab has it, and its request is in the notebook's one conversation.
+    reply = await tab.request(start_request("sub/./x/../a.ipynb", kernel_id, "hello there"))
+    assert reply["ok"] is True, reply
+    end = await tab.wait_for_event(finished, reply["run_id"], timeout=60)
+    assert end["state"] == "done", end["error"]
+    calls = [m for m in tab.received if "method" in m]
+    assert calls
+    assert {call["notebook_path"] for call in calls} == {"sub/a.ipynb"}
+
+    async def said(path: str) -> list[str]:
+        response = await jp_fetch("jupyter-ci", "conversation", params={"path": path})
+        return [m["text"] for m in json.loads(response.body)["messages"] if m["role"] == "user"]
+
+    for alias in ("sub/a.ipynb", "/sub/a.ipynb", "sub//a.ipynb", "other/../sub/a.ipynb"):
+        assert await said(alias) == ["hello there"], alias
+    # A backslash is part of a name here: sub\a.ipynb is another file, with no conversation.
+    assert await said("sub\\a.ipynb") == []
+    # A path above the server's root is refused, saying so, wherever it comes.
+    with pytest.raises(HTTPClientError) as refused:
+        await jp_fetch("jupyter-ci", "conversation", params={"path": "../a.ipynb"})
+    assert refused.value.code == 400
+    above = await tab.request(start_request("sub/../../a.ipynb", kernel_id, "hi"))
+    assert (above["ok"], above["error"]["code"]) == (False, "bad_path")
+    assert "goes above the server's root" in above["error"]["message"]
