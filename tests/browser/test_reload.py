@@ -17,7 +17,7 @@ from typing import Any
 from jupyter_ci.agent.cells import UNFINISHED_NOTE
 from jupyter_ci.testing import Reply, ScriptedModelServer
 
-from .chat import by_testid, messages, open_chat, wait_run_state
+from .chat import by_testid, messages, open_chat, steps, wait_run_state
 from .lab import Lab
 from .notebooks import (
     TERMINAL,
@@ -111,6 +111,7 @@ def test_a_reload_while_a_cell_waits_for_review_brings_the_review_back(
     page = model_context.new_page()
     open_lab_app(page, model_lab)
     open_notebook(page, path)
+    open_chat(page)  # open before the reload: the page shows it again as it starts
     run_all(page, path)
     waiting = waiting_cell(page, path)
 
@@ -120,6 +121,10 @@ def test_a_reload_while_a_cell_waits_for_review_brings_the_review_back(
     assert (again["id"], again["source"]) == (waiting["id"], waiting["source"])
     assert panel(page, path).locator('[data-testid="jupyter-ci-elsewhere"]').is_hidden()
     assert status_of(cells(page, path)[1])["state"] == "awaiting_approval", dump(page, path)
+    # The panel shows the run, waiting, with its steps.
+    open_chat(page)
+    assert wait_run_state(page, ("awaiting_approval",)) == "awaiting_approval"
+    assert "Waiting for your review" in steps(page)
     cell_review(page, path, again["id"]).get_by_role("button", name="Run this cell").click()
     status = wait_for_status(page, path, 1, TERMINAL)
     assert status["state"] == "done", dump(page, path)
@@ -127,6 +132,8 @@ def test_a_reload_while_a_cell_waits_for_review_brings_the_review_back(
     assert len(final) == 3, dump(page, path)
     assert "reviewed 42" in text_of(final[2]["outputs"])
     assert len(model.chat_requests) == 2
+    assert wait_run_state(page, TERMINAL) == "done"
+    assert len(messages(page, "user")) == 1
     assert model_context.jupyter_ci_errors == []
 
 
