@@ -130,6 +130,11 @@ class JupyterCIHandoff(Exception):
         return [GENERATING_BELOW]
 
 
+#: What ``%%ci`` says in a cell that jupyter-ci itself runs (ARCHITECTURE.md, Invariants).
+INSIDE_A_RUN = (
+    "jupyter-ci: %%ci starts nothing in a cell that jupyter-ci itself is running (generated "
+    "code cannot start a run); write your request in a cell of your own."
+)
 REVIEW_IN_KERNEL = (
     "jupyter-ci: review mode needs the JupyterLab panel to approve each cell, and this request "
     "runs inside the kernel. Use --no-run to get the code as the next cell without running it, "
@@ -165,6 +170,14 @@ def should_hand_off(parent: Mapping[str, Any] | None) -> bool:
     return isinstance(client, str) and bool(client) and client == session
 
 
+def run_of(parent: Mapping[str, Any] | None) -> str:
+    """The run whose cell the request executes ('' for a cell of the user's): the tab names it
+    in the request's metadata (``jupyter_ci_run``)."""
+    metadata = parent.get("metadata") if isinstance(parent, Mapping) else None
+    run_id = metadata.get(constant("RunMetadataKey")) if isinstance(metadata, Mapping) else None
+    return run_id if isinstance(run_id, str) else ""
+
+
 def parent_request(shell: Any) -> Mapping[str, Any] | None:
     """The execute request being handled, when the shell runs in a kernel (else None)."""
     kernel = getattr(shell, "kernel", None)
@@ -192,6 +205,8 @@ class CIMagics(Magics):
         self.progress: str | None = None
         #: Expectations of a jupyter-ci tab already handed off (see :mod:`jupyter_ci.expected`).
         self.taken: set[str] = set()
+        #: Whether the in-kernel loop is running (its cells run in this very shell).
+        self.running = False
 
     # --- settings -----------------------------------------------------------------------------
 
@@ -279,6 +294,12 @@ class CIMagics(Magics):
             print("jupyter-ci: write a request after %%ci, e.g. `%%ci plot the iris data`.")
             return
         parent = parent_request(self.shell)
+        if self.running or run_of(parent):
+            # A cell of a run (generated code) would start a run outside that run's caps and
+            # record: in JupyterLab the tab names the run in the request's metadata; the
+            # in-kernel loop runs its cells in this shell.
+            print(INSIDE_A_RUN)
+            return
         cell_id = _cell_id(parent) if should_hand_off(parent) else self.expected_cell(parent)
         if cell_id:
             # The server holds the model and its configuration; only the values' types are
@@ -308,7 +329,13 @@ class CIMagics(Magics):
         from .workspaces.inkernel_progress import choose_view
 
         choice = progress or self.progress or env_progress or "auto"
-        run_here(self.shell, prompt, settings, self.generated, progress=choose_view(choice, parent))
+        self.running = True
+        try:
+            run_here(
+                self.shell, prompt, settings, self.generated, progress=choose_view(choice, parent)
+            )
+        finally:
+            self.running = False
 
     def expected_cell(self, parent: Mapping[str, Any] | None) -> str:
         """The cell a jupyter-ci tab expects an unstamped request to be ("" if none).

@@ -50,6 +50,7 @@ VOCABULARY = {
     "HandoffErrorName",
     "HeldBackErrorName",
     "ResumeMetadataKey",
+    "RunMetadataKey",
     "CellMetadataKey",
     "ReplyGraceSeconds",
     "RateLimitedReason",

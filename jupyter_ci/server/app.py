@@ -22,6 +22,7 @@ from .expectations import HandoffExpectations
 from .handlers import ConversationHandler, ExportHandler, StatusHandler
 from .hub import Hub
 from .keys import PROVIDER_KEY_VARIABLES, KeyRing
+from .paths import BadPath, notebook_path
 from .recording import abandoned_run_finished
 from .runs import RunManager
 from .store import ConversationStore
@@ -94,6 +95,7 @@ class JupyterCIServer(ExtensionApp):
             logger=self.log,
             root_dir=root,
         )
+        self.hub.holds = self.manager.holds
         self.hub.on_connected = self.manager.client_connected
         self.hub.on_disconnected = self.manager.client_disconnected
         self.expectations = HandoffExpectations(
@@ -175,16 +177,21 @@ class JupyterCIServer(ExtensionApp):
         self, logger: Any, schema_id: str, data: Mapping[str, Any]
     ) -> None:
         action = data.get("action")
-        if action == "delete" and data.get("path"):
+        try:
+            path = notebook_path(str(data.get("path") or ""))
+            source = notebook_path(str(data["source_path"])) if data.get("source_path") else ""
+        except BadPath:
+            return  # not a file's path (the root itself)
+        if action == "delete":
             # A new notebook at that path starts a new conversation.
             try:
-                await self.store.forget_path(str(data["path"]))
+                await self.store.forget_path(path)
             except Exception:
                 self.log.warning("jupyter-ci: could not archive the conversation of a deleted file")
             return
-        if action != "rename" or not data.get("source_path"):
+        if action != "rename" or not source:
             return
-        old, new = str(data["source_path"]), str(data["path"])
+        old, new = source, path
         self.manager.notebook_renamed(old, new)
         self.hub.rename(old, new)
         try:

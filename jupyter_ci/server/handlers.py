@@ -11,6 +11,7 @@ from jupyter_server.base.handlers import APIHandler
 from tornado import web
 
 from .export import export_markdown
+from .paths import BadPath, notebook_path
 from .store import Conversation, ConversationStore, Message, RunRecord, UsageTotals
 
 if TYPE_CHECKING:
@@ -62,10 +63,7 @@ class ConversationHandler(BaseHandler):
     """
 
     def _path(self) -> str:
-        path = self.get_query_argument("path", "").strip()
-        if not path:
-            raise web.HTTPError(400, "Give the notebook's path as ?path=...")
-        return path
+        return _notebook_path(self)
 
     @web.authenticated
     @authorized
@@ -116,6 +114,17 @@ class ConversationHandler(BaseHandler):
         self.finish()
 
 
+def _notebook_path(handler: web.RequestHandler) -> str:
+    """The ``?path=`` of a request, in its canonical form (400 with what to do if none)."""
+    path = handler.get_query_argument("path", "").strip()
+    if not path:
+        raise web.HTTPError(400, "Give the notebook's path as ?path=...")
+    try:
+        return notebook_path(path)
+    except BadPath as err:
+        raise web.HTTPError(400, str(err)) from None
+
+
 class ExportHandler(BaseHandler):
     """``GET /jupyter-ci/conversation/export?path=NOTEBOOK``: the conversation as Markdown."""
 
@@ -123,9 +132,7 @@ class ExportHandler(BaseHandler):
     @authorized
     async def get(self) -> None:
         """The Markdown text, offered as a download named after the notebook."""
-        path = self.get_query_argument("path", "").strip()
-        if not path:
-            raise web.HTTPError(400, "Give the notebook's path as ?path=...")
+        path = _notebook_path(self)
         await self.ci_app.ensure_started()
         store = self.ci_app.store
         conversation = await store.find_conversation(path)

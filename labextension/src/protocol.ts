@@ -129,6 +129,12 @@ export type HeldBackErrorName = 'JupyterCIHeldBack';
 export type ResumeMetadataKey = 'jupyter_ci_resume';
 
 /**
+ * Request metadata naming the run whose cell the request executes (its run_id):
+ * %%ci never starts a run from such a cell (generated code cannot start runs).
+ */
+export type RunMetadataKey = 'jupyter_ci_run';
+
+/**
  * jupyter-ci's key in cell metadata: the stamp of a %%ci cell ({client}) or the
  * hint on a generated cell ({run_id, ...}).
  */
@@ -449,6 +455,24 @@ export interface IReadCellsCall extends ICallBase {
   method: 'read_cells';
 }
 
+/**
+ * After a reload: the run's cells as the run wrote them, in the order it
+ * inserted them. The tab inserts each one its notebook lacks (after after_id,
+ * else after the one before it) with that source and metadata, and gives
+ * streaming_cell_id (the cell being written, which the user cannot edit) that
+ * source. Calls of the run wait until this one is answered.
+ */
+export interface IRestoreCellsCall extends ICallBase {
+  method: 'restore_cells';
+  cells: {
+    cell_id: string;
+    after_id: string | null;
+    source: string;
+    metadata: Record<string, unknown>;
+  }[];
+  streaming_cell_id: string | null;
+}
+
 export interface IInsertCellCall extends ICallBase {
   method: 'insert_cell';
   after_id: string | null;
@@ -518,12 +542,13 @@ export type Call =
   | IDeleteCellCall
   | IRunCellCall
   | IEvaluateCall
-  | IInterruptCall;
+  | IInterruptCall
+  | IRestoreCellsCall;
 
 /**
  * The browser's successful reply to a call. Which fields are set depends on the
  * method: read_cells → cells; insert_cell → cell_id; run_cell → execution
- * fields; evaluate → text.
+ * fields; evaluate → text; restore_cells → restored.
  */
 export interface ICallResult {
   call_id: string;
@@ -550,6 +575,11 @@ export interface ICallResult {
    * Whether the browser cut outputs to fit the message size cap.
    */
   truncated?: boolean;
+  /**
+   * restore_cells: the ids of the cells the notebook lacked and the tab put
+   * back.
+   */
+  restored?: string[];
   /**
    * evaluate: the expression's text/plain value ('' when it raised). run_cell:
    * the value of the call's expression; absent when the kernel did not evaluate
@@ -631,6 +661,11 @@ export interface IStartRunRequest extends IRunRequestBase {
    */
   prompt: string;
   handoff_nonce: string | null;
+  /**
+   * A claimed %%ci handoff: the msg_id of the %%ci cell's execute request. The
+   * server accepts one handoff per request of a kernel.
+   */
+  handoff_request_id?: string | null;
   /**
    * panel (refused while the kernel is busy) or magic (queued in order).
    */
@@ -766,6 +801,13 @@ export interface IHelloRequest {
    * first time).
    */
   client_secret?: string;
+  /**
+   * The first hello of a page: a tab that kept its client_id across a reload
+   * holds none of its runs' cells nor answers; the server first has it restore
+   * each run's cells (restore_cells), and does not send again a run_cell the
+   * previous page may have run.
+   */
+  page_start?: boolean;
 }
 
 /**
@@ -977,6 +1019,7 @@ export interface IProtocolDefinitions {
   HandoffErrorName: HandoffErrorName;
   HeldBackErrorName: HeldBackErrorName;
   ResumeMetadataKey: ResumeMetadataKey;
+  RunMetadataKey: RunMetadataKey;
   CellMetadataKey: CellMetadataKey;
   RateLimitedReason: RateLimitedReason;
   ReplyGraceSeconds: ReplyGraceSeconds;
@@ -1003,6 +1046,7 @@ export interface IProtocolDefinitions {
   RunEvent: RunEvent;
   CallBase: ICallBase;
   ReadCellsCall: IReadCellsCall;
+  RestoreCellsCall: IRestoreCellsCall;
   InsertCellCall: IInsertCellCall;
   AppendSourceCall: IAppendSourceCall;
   ReplaceSourceCall: IReplaceSourceCall;
@@ -1191,6 +1235,12 @@ export const HELD_BACK_ERROR_NAME: HeldBackErrorName = 'JupyterCIHeldBack';
  * it back.
  */
 export const RESUME_METADATA_KEY: ResumeMetadataKey = 'jupyter_ci_resume';
+
+/**
+ * Request metadata naming the run whose cell the request executes (its run_id):
+ * %%ci never starts a run from such a cell (generated code cannot start runs).
+ */
+export const RUN_METADATA_KEY: RunMetadataKey = 'jupyter_ci_run';
 
 /**
  * jupyter-ci's key in cell metadata: the stamp of a %%ci cell ({client}) or the

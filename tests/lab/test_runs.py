@@ -274,6 +274,41 @@ async def test_a_claimed_handoff_nonce_is_accepted_once(
     assert len(model_server.chat_requests) == 1
 
 
+async def test_a_ci_execute_request_hands_off_once_whatever_its_nonce(
+    app: JupyterCIServer,
+    model_server: ScriptedModelServer,
+    start_kernel: KernelStarter,
+    tab_factory: TabFactory,
+) -> None:
+    # Code in the kernel can display a handoff with a nonce of its own under the header of the
+    # %%ci request it found: the server takes one handoff per execute request of a kernel.
+    model_server.set_script([Reply.text("hello", times=None)])
+    kernel_id = await start_kernel()
+    tab = await open_tab(tab_factory, kernel_id)
+    requests = [
+        start_request(
+            "a.ipynb",
+            kernel_id,
+            "hi",
+            origin="magic",
+            handoff_nonce=nonce * 24,
+            handoff_request_id="msg-of-the-ci-cell",
+        )
+        for nonce in "nm"
+    ]
+    first = await tab.request(requests[0])
+    assert first["ok"] is True
+    forged = await tab.request(requests[1])
+    assert (forged["ok"], forged["error"]["code"]) == (False, "handoff_claimed")
+    assert "already handed off once" in forged["error"]["message"]
+    # The same handoff again (a lost reply) still gets its run.
+    again = await tab.request(requests[0])
+    assert (again["ok"], again["run_id"]) == (True, first["run_id"])
+    end = await tab.wait_for_event(finished, first["run_id"])
+    assert end["state"] == "done"
+    assert len(model_server.chat_requests) == 1
+
+
 async def test_a_request_cannot_redirect_the_key(
     app: JupyterCIServer,
     model_server: ScriptedModelServer,
