@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
+from .agent.instructions import file_instructions
 from .agent.loop import AgentRun, EventCallback, RunOutcome, RunRequest
 from .config import environment_values
 from .models.base import Model
@@ -52,7 +53,7 @@ async def run_notebook_async(
     from .workspaces.kernel import KernelWorkspace
 
     settings = settings or resolve_api_settings(options)
-    chosen: Model = model or LiteLLMModel.from_settings(settings)
+    chosen: Model = model or LiteLLMModel.from_settings(settings, where="api")
     notebook = Path(path)
     original = check_notebook_file(notebook)
     with exclusive_run(notebook):
@@ -61,7 +62,9 @@ async def run_notebook_async(
             anchor = str(cells[-1].id) if cells else None
             if restore:
                 await workspace.restore()
-            run = AgentRun(RunRequest(prompt, settings), workspace, chosen, on_event=on_event)
+            instructions = file_instructions(settings.instructions, notebook)
+            request = RunRequest(prompt, settings, instructions=instructions)
+            run = AgentRun(request, workspace, chosen, on_event=on_event)
             outcome = await run.run()
             if outcome.cells:
                 note = await asyncio.to_thread(

@@ -156,7 +156,7 @@ class RunApp(JupyterApp):
         try:
             settings = resolve_settings(JupyterCI(parent=self).as_layers())
             if not settings.model:
-                raise ConfigError.no_model()
+                raise ConfigError.no_model("cli")
         except JupyterCIError as err:
             print(f"jupyter-ci: {err}", file=sys.stderr)
             return 2
@@ -278,7 +278,7 @@ class BenchApp(JupyterApp):
         try:
             settings = resolve_settings(JupyterCI(parent=self).as_layers())
             if not settings.model:
-                raise ConfigError.no_model()
+                raise ConfigError.no_model("cli")
             if settings.mode != "auto":
                 raise ConfigError(
                     f"The bench runs cells without review; mode {settings.mode!r} cannot work.",

@@ -16,6 +16,7 @@ from typing import Any
 
 MODES = ("auto", "review", "insert")
 TOOL_CALLING = ("auto", "on", "off")
+VISION = ("auto", "on", "off")
 
 
 @dataclass(frozen=True)
@@ -275,6 +276,25 @@ OPTIONS: tuple[Option, ...] = (
         "support tools); off: fenced code blocks; auto: fenced code blocks, which every model "
         "and local server understands.",
         choices=TOOL_CALLING,
+    ),
+    Option(
+        "instructions",
+        str,
+        "",
+        "Instructions for the model in every request (the project's conventions, libraries to "
+        "use, ...), part of its system prompt, with the AGENTS.md nearest the notebook (in its "
+        "folder or a parent, up to the server's root). At most 4,000 characters in all.",
+        public=False,
+    ),
+    Option(
+        "vision",
+        str,
+        "auto",
+        "Whether the model sees images. on: plots and other images go to it as images; off: "
+        "a matplotlib figure is described to it in words (title, axes, what is drawn, legend), "
+        "read silently from the kernel; auto: on for the models litellm's table says see "
+        "images, off for the others (any model it does not know, such as a local server's).",
+        choices=VISION,
     ),
     Option(
         "share_outputs",

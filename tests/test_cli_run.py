@@ -104,6 +104,9 @@ def test_configuration_errors_exit_2_and_leave_the_file_alone(tmp_path: Path) ->
     no_model = ci_run(str(path), "anything")
     assert no_model.returncode == 2
     assert "No model is configured" in no_model.stderr
+    no_provider = ci_run(str(path), "anything", "--model", "gpt4o-mini")
+    assert no_provider.returncode == 2
+    assert "Use provider/model, e.g. openai/gpt-4o-mini." in no_provider.stderr
     bad_flag = ci_run(str(path), "anything", "--model", "openai/x", "--max-attempts", "0")
     assert bad_flag.returncode == 2
     assert "--max-attempts must be at least 1" in bad_flag.stderr

@@ -33,7 +33,7 @@ from jupyter_ci.agent.digest import digest_outputs
 from jupyter_ci.agent.loop import DIGEST_CHARS, AgentRun, RunOutcome, RunRequest
 from jupyter_ci.agent.states import RunState
 from jupyter_ci.errors import ModelError
-from jupyter_ci.models.base import ModelReply, TextCallback
+from jupyter_ci.models.base import ModelReply, TextCallback, WaitCallback
 from jupyter_ci.models.litellm_model import LiteLLMModel
 from jupyter_ci.settings import Settings
 from jupyter_ci.testing import realmodel
@@ -186,10 +186,11 @@ class RecordingModel:
         tools: Sequence[dict[str, Any]] | None = None,
         on_text: TextCallback | None = None,
         temperature: float | None = None,
+        on_wait: WaitCallback | None = None,
     ) -> ModelReply:
         self.requests.append([dict(message) for message in messages])
         return await self.inner.complete(
-            messages, tools=tools, on_text=on_text, temperature=temperature
+            messages, tools=tools, on_text=on_text, temperature=temperature, on_wait=on_wait
         )
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import BudgetExceeded, ModelError
-from ..models.base import Model, ModelReply, TokenUsage
+from ..models.base import Model, ModelReply, TokenUsage, WaitCallback
 from ..settings import Settings
 from .extract import code_from_tool_arguments, extract_code
 from .messages import Conversation
@@ -54,8 +54,11 @@ class ModelCalls:
         use_tools: bool,
         emit: Callable[..., None],
         notice: Callable[[str], None],
+        on_wait: WaitCallback | None = None,
     ) -> None:
         self.model = model
+        #: Told when the model waits before a retry (the run's status line says so).
+        self.on_wait = on_wait
         self.settings = settings
         self.conversation = conversation
         self.use_tools = use_tools
@@ -118,7 +121,9 @@ class ModelCalls:
         tools = [RUN_PYTHON_TOOL] if self.use_tools else None
         extra = {"temperature": temperature} if temperature is not None else {}
         self._task = asyncio.ensure_future(
-            self.model.complete(messages, tools=tools, on_text=on_text, **extra)
+            self.model.complete(
+                messages, tools=tools, on_text=on_text, on_wait=self.on_wait, **extra
+            )
         )
         try:
             return await self._task

@@ -30,7 +30,7 @@ from ..agent.inspect_first import INSPECT_HEADER
 from ..agent.loop import SAME_CODE_NOTICE
 from ..agent.retries import LOOK_AGAIN_NOTICE
 from ..agent.suspicious import answer_concerns, output_concerns
-from ..errors import ConfigError
+from ..errors import ConfigError, exception_text
 from ..settings import Settings
 from .scoring import Score, extract_answers, score
 from .tasks import Task
@@ -278,7 +278,7 @@ async def run_task(task: Task, settings: Settings, out_dir: Path) -> dict[str, A
         except ConfigError:
             raise
         except Exception as exc:  # outside the loop: the kernel or the notebook file failed
-            reason, error = "kernel_error", f"{type(exc).__name__}: {exc}"
+            reason, error = "kernel_error", exception_text(exc)
         else:
             if outcome.reason == "config_error" and outcome.error is not None:
                 raise outcome.error

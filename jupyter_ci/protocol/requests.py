@@ -122,6 +122,7 @@ class PreviewMessage(TypedDict):
 
     role: str
     content: str
+    tokens: int
 
 
 class Preview(TypedDict):

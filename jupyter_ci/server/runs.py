@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..agent.instructions import server_instructions
 from ..agent.loop import AgentRun, ReviewDecision, RunOutcome, RunRequest
 from ..agent.states import RunState
 from ..errors import (
@@ -547,6 +548,9 @@ class RunManager:
             ),
             attached_cells=attached_cells,
             said=history.said | self._said.get(history.conversation_id or "", set()),
+            instructions=server_instructions(
+                settings.instructions, self.root_dir, str(request["notebook_path"])
+            ),
         )
 
     async def preview(self, client_id: str, request: Mapping[str, Any]) -> dict[str, Any]:

@@ -32,6 +32,7 @@ import nbformat
 from jupyter_client.manager import AsyncKernelManager
 from nbclient.exceptions import DeadKernelError
 
+from ..agent.figures import figures_expression, parse_figures
 from ..agent.files import Snapshot, parse_snapshot, snapshot_expression
 from ..agent.fix_context import fix_context_expression, parse_fix_context
 from ..agent.variables import inspection_expression, parse_variables
@@ -366,6 +367,10 @@ class KernelWorkspace:
         expression = fix_context_expression(ename, evalue, code)
         text = await self._evaluate(expression, "read what the failure is about")
         return [] if text is None else parse_fix_context(text)
+
+    async def figure_notes(self, read: bool) -> list[str]:
+        """The figures it displayed, in words (see :mod:`jupyter_ci.agent.figures`)."""
+        return parse_figures(await self._evaluate(figures_expression(read), "note its figures"))
 
     async def _evaluate(self, expression: str, what: str) -> str | None:
         """The text/plain value of ``expression``, from a silent request that leaves no trace

@@ -388,7 +388,11 @@ export class NotebookBridge extends Lifecycle {
           maxAttempts: event.max_attempts
         });
         if (this._ownRuns.has(event.run_id)) {
-          this._decorations.recordAttempt(event.cell_id, event.attempt);
+          this._decorations.recordAttempt(
+            event.cell_id,
+            event.attempt,
+            event.max_attempts
+          );
         }
         break;
       case 'cell_updated': {

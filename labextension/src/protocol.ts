@@ -141,6 +141,12 @@ export type RunMetadataKey = 'jupyter_ci_run';
 export type CellMetadataKey = 'jupyter_ci';
 
 /**
+ * The reason of a state event sent when the model starts or ends waiting out a
+ * rate limit: the state is unchanged, only its status line (text) changes.
+ */
+export type RateLimitedReason = 'rate_limited';
+
+/**
  * How long a frontend or workspace waits for an execute_reply once the kernel
  * is idle again after the request (seconds): an interrupt that lands in the
  * kernel's request handler, outside the cell's code, ends the request without a
@@ -249,10 +255,14 @@ export interface IEventBase {
 }
 
 /**
- * The run moved to another state; text is its status line, composed by the
- * server (the browser displays it). For awaiting_approval, reason says what is
- * asked: '' (a cell to run) or missing_package (a %pip install cell: Install
- * and continue).
+ * The run moved to another state, or its status line changed within one; text
+ * is its status line, composed by the server (the browser displays it). For
+ * awaiting_approval, reason says what is asked: '' (a cell to run) or
+ * missing_package (a %pip install cell: Install and continue). reason
+ * rate_limited (RateLimitedReason): the state is unchanged, only its line: the
+ * model waits out a rate limit before retrying (text: 'jupyter-ci: rate limited
+ * — retrying in 6 s (1/2)'), or that wait is over (text: the state's own line
+ * again).
  */
 export interface IStateEvent extends IEventBase {
   type: 'state';
@@ -853,6 +863,11 @@ export interface IPreview {
   messages: {
     role: string;
     content: string;
+    /**
+     * The message's share of prompt_tokens (an estimate where the model's
+     * tokenizer is not at hand). An integer, at least 0.
+     */
+    tokens: number;
   }[];
   /**
    * An integer, at least 0.
@@ -1006,6 +1021,7 @@ export interface IProtocolDefinitions {
   ResumeMetadataKey: ResumeMetadataKey;
   RunMetadataKey: RunMetadataKey;
   CellMetadataKey: CellMetadataKey;
+  RateLimitedReason: RateLimitedReason;
   ReplyGraceSeconds: ReplyGraceSeconds;
   ErrorInfo: IErrorInfo;
   Usage: IUsage;
@@ -1231,6 +1247,12 @@ export const RUN_METADATA_KEY: RunMetadataKey = 'jupyter_ci_run';
  * hint on a generated cell ({run_id, ...}).
  */
 export const CELL_METADATA_KEY: CellMetadataKey = 'jupyter_ci';
+
+/**
+ * The reason of a state event sent when the model starts or ends waiting out a
+ * rate limit: the state is unchanged, only its status line (text) changes.
+ */
+export const RATE_LIMITED_REASON: RateLimitedReason = 'rate_limited';
 
 /**
  * How long a frontend or workspace waits for an execute_reply once the kernel

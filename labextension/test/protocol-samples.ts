@@ -93,6 +93,7 @@ export const VALID: ISample[] = [
   valid('HandoffErrorName', 'JupyterCIHandoff'),
   valid('HeldBackErrorName', 'JupyterCIHeldBack'),
   valid('ResumeMetadataKey', 'jupyter_ci_resume'),
+  valid('RateLimitedReason', 'rate_limited'),
   valid('RunMetadataKey', 'jupyter_ci_run'),
   valid('CellMetadataKey', 'jupyter_ci'),
   valid('ReplyGraceSeconds', 3),
@@ -346,7 +347,7 @@ export const VALID: ISample[] = [
   valid('RequestAccepted', { reply_to: 'q6', ok: true, expected: true }),
   valid('Preview', {
     model: 'openai/scripted',
-    messages: [{ role: 'system', content: 'You are jupyter-ci' }],
+    messages: [{ role: 'system', content: 'You are jupyter-ci', tokens: 5 }],
     prompt_tokens: 5,
     context_tokens: 8000
   }),

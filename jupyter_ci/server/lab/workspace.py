@@ -19,6 +19,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
+from ...agent.figures import figures_expression, parse_figures
 from ...agent.files import Snapshot, parse_snapshot, snapshot_expression
 from ...agent.fix_context import fix_context_expression, parse_fix_context
 from ...agent.variables import inspection_expression, parse_variables
@@ -211,6 +212,10 @@ class LabWorkspace:
     async def fix_context(self, ename: str, evalue: str, code: str) -> list[str]:
         """What the failure is about, from a silent request the tab sends."""
         return parse_fix_context(await self._evaluate(fix_context_expression(ename, evalue, code)))
+
+    async def figure_notes(self, read: bool) -> list[str]:
+        """The figures the kernel displayed, in words, from a silent request the tab sends."""
+        return parse_figures(await self._evaluate(figures_expression(read)))
 
     async def _evaluate(self, expression: str) -> str:
         """The text/plain value of ``expression`` in the kernel ('' when it could not be had)."""

@@ -11,8 +11,26 @@ import { IRunProgress, applyEvent, emptyProgress } from './steps';
  * One entry of a conversation as the panel shows it.
  */
 export type ChatEntry =
-  | { kind: 'user'; key: string; text: string; runId?: string | null }
-  | { kind: 'assistant'; key: string; text: string; streaming: boolean }
+  | {
+      kind: 'user';
+      key: string;
+      text: string;
+      runId?: string | null;
+      /**
+       * What went with it (files and cells, by name), when the panel sent it.
+       */
+      attachments?: readonly string[];
+    }
+  | {
+      kind: 'assistant';
+      key: string;
+      text: string;
+      streaming: boolean;
+      /**
+       * The run it belongs to (null when not known).
+       */
+      runId: string | null;
+    }
   | { kind: 'notice'; key: string; text: string }
   | { kind: 'run'; key: string; progress: IRunProgress };
 
@@ -131,13 +149,19 @@ export class ChatModel extends Lifecycle {
   }
 
   /**
-   * Show the user's request, and the run it started, in the conversation.
+   * Show the user's request (with the names of what was attached to it), and
+   * the run it started, in the conversation.
    */
-  addRequest(path: string, text: string, runId: string | null): void {
+  addRequest(
+    path: string,
+    text: string,
+    runId: string | null,
+    attachments: readonly string[] = []
+  ): void {
     const view = this.conversation(path);
     const entries: ChatEntry[] = [
       ...view.entries,
-      { kind: 'user', key: `u${++this._keys}`, text }
+      { kind: 'user', key: `u${++this._keys}`, text, attachments }
     ];
     if (runId) {
       this._runPaths.set(runId, path);
@@ -272,7 +296,8 @@ export class ChatModel extends Lifecycle {
           kind: 'assistant',
           key,
           text: event.text,
-          streaming: true
+          streaming: true,
+          runId
         });
       }
     } else if (event.type === 'message' && event.role === 'assistant') {
@@ -283,7 +308,8 @@ export class ChatModel extends Lifecycle {
         kind: 'assistant',
         key: previous ? previous.key : `a${++this._keys}`,
         text: event.text,
-        streaming: false
+        streaming: false,
+        runId
       };
       if (
         previous &&
@@ -360,7 +386,13 @@ namespace Private {
       return { kind: 'user', key, text: message.text, runId: message.run_id };
     }
     if (message.role === 'assistant') {
-      return { kind: 'assistant', key, text: message.text, streaming: false };
+      return {
+        kind: 'assistant',
+        key,
+        text: message.text,
+        streaming: false,
+        runId: message.run_id
+      };
     }
     return { kind: 'notice', key, text: message.text };
   }
