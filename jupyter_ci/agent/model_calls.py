@@ -9,6 +9,7 @@ cancelled (Stop closes the HTTP stream). :func:`code_of` is the code a reply hol
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -40,6 +41,34 @@ def code_of(reply: ModelReply) -> str | None:
         if call.name == "run_python":
             return code_from_tool_arguments(call.arguments)
     return extract_code(reply.text).code
+
+
+def reply_is_complete(reply: ModelReply) -> bool:
+    """Whether a reply came whole: the provider's own finish reason came on the wire, or, when
+    none did, the reply shows its own end (its code block closed, or its tool calls' arguments
+    complete JSON).
+
+    A provider may end the body cleanly in the middle of a reply (no finish reason, no
+    ``[DONE]``): code cut short must never run, and prose cut short is not an answer.
+    """
+    if reply.finish_reason:
+        return True
+    if reply.tool_calls:
+        return all(_complete_json(call.arguments) for call in reply.tool_calls)
+    found = extract_code(reply.text)
+    return found.code is not None and not _OPEN_ENDED.intersection(found.repairs)
+
+
+#: Repairs of a reply whose code may run on past what came: a fence never closed, or bare code.
+_OPEN_ENDED = frozenset({"unclosed_fence", "bare_code"})
+
+
+def _complete_json(text: str) -> bool:
+    try:
+        json.loads(text, strict=False)
+    except ValueError:
+        return False
+    return True
 
 
 class ModelCalls:
@@ -126,9 +155,12 @@ class ModelCalls:
             )
         )
         try:
-            return await self._task
+            reply = await self._task
         finally:
             self._task = None
+        if not reply_is_complete(reply):
+            raise ModelError("bad_reply", "The model's reply stream ended before it was complete.")
+        return reply
 
     async def _again(
         self, messages: list[dict[str, Any]], on_text: Any, temperature: float | None = None
