@@ -1,11 +1,13 @@
-"""Replies that do not end as a reply should: a stream the provider ends cleanly in the middle of
-the code (no ``finish_reason``, no ``[DONE]``), in the headless loop, ``jupyter ci run`` and
-``%%ci`` in the kernel. The code, cut short, must never run; the cell is left unfinished
+"""Replies that do not end as a reply should, in the headless loop, ``jupyter ci run`` and
+``%%ci`` in the kernel: a stream the provider ends cleanly in the middle of the code (no
+``finish_reason``, no ``[DONE]``), whose code, cut short, must never run; a reply that never
+ends or grows past the caps, which is cut at the cap as it streams. The cell is left unfinished
 (ARCHITECTURE.md, "Cells the model did not finish").
 """
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import nbformat
@@ -13,6 +15,7 @@ import pytest
 from nbclient import NotebookClient
 
 from jupyter_ci.agent.cells import UNFINISHED_NOTE
+from jupyter_ci.agent.model_calls import MAX_REPLY_CHARS
 from jupyter_ci.agent.states import RunState
 from jupyter_ci.errors import ModelError
 from jupyter_ci.testing import Fault, Reply, ScriptedModelServer
@@ -188,3 +191,67 @@ def test_ci_in_the_kernel_leaves_a_cleanly_cut_cell_unrun(tmp_path: Path) -> Non
     assert "ended before it was complete" in text
     assert "failed (model error)" in text
     assert not (tmp_path / "precious.tmp").exists()
+
+
+#: A code block of 10 MB in lines of 100,000 characters.
+HUGE_CODE = "\n".join(f"v{i} = '{'a' * 100_000}'" for i in range(100))
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    ("reply", "cap", "settings"),
+    [
+        (
+            Reply.fail(Fault.never_ending(0.002), content="```python\nx = 1\n"),
+            "max_tokens_per_run",
+            {"max_tokens_per_run": 4000},
+        ),
+        # With the default token cap (200,000), the size of one reply is the cap it reaches.
+        (Reply.code(HUGE_CODE), "one reply's size", {}),
+    ],
+    ids=["never-ending", "10-MB-block"],
+)
+async def test_caps_hold_while_a_reply_streams(
+    tmp_path: Path, reply: Reply, cap: str, settings: dict[str, int]
+) -> None:
+    """A reply that never ends, or one far past any cap, is cut at the cap as it streams."""
+    recorder = Recorder()
+    workspace = await KernelWorkspace.open(write_notebook(tmp_path / "a.ipynb"))
+    try:
+        with ScriptedModelServer([reply]) as server:
+            outcome = await asyncio.wait_for(
+                run_loop(workspace, server, "go", recorder=recorder, **settings), 120
+            )
+            closed = await asyncio.to_thread(server.wait_for_close, 10.0)
+        cells = await workspace.read_cells()
+    finally:
+        await workspace.close()
+    assert (outcome.state, outcome.reason) == (RunState.FAILED, "budget_exceeded"), outcome.error
+    assert cap in str(outcome.error)
+    assert closed.client_closed_early  # the stream was closed at the cap
+    assert recorder.of("execution_started") == []
+    # What streamed stayed bounded: the tokens shown and the cell's source.
+    shown = sum(len(event["text"]) for event in recorder.of("token"))
+    assert shown <= MAX_REPLY_CHARS
+    assert all(len(cell.source) <= MAX_REPLY_CHARS + 10_000 for cell in cells)
+    assert all(line.startswith("#") for cell in cells for line in cell.source.splitlines())
+    assert outcome.usage.completion_tokens > 0  # what streamed is counted
+
+
+def test_jupyter_ci_run_ends_a_reply_that_never_ends_at_the_token_cap(tmp_path: Path) -> None:
+    path = write_notebook(tmp_path / "a.ipynb", ["x = 1"])
+    reply = Reply.fail(Fault.never_ending(0.002), content="```python\nx = 1\n")
+    with ScriptedModelServer([reply]) as server:
+        result = ci_run(
+            str(path),
+            "go on",
+            "--model",
+            "openai/scripted",
+            "--api-base",
+            server.base_url,
+            "--max-tokens-per-run",
+            "3000",
+        )
+    assert result.returncode == 1, result.stderr
+    assert "failed (over budget)" in result.stderr
+    assert "max_tokens_per_run" in result.stderr
