@@ -132,7 +132,8 @@ def test_model_text_fetches_nothing_anywhere(
     ask(page, "and now?")
     assert wait_run_state(page, ("done", "failed", "stopped")) == "done"
     assistant = page.locator(f"{PANEL} [data-role='assistant']").last
-    assistant.get_by_text("Here is what I found.").wait_for(timeout=30_000)
+    # The whole reply is rendered once the image whose definition ends it shows as a link.
+    assistant.get_by_role("link", name=f"{base}/leak/md-short").wait_for(timeout=30_000)
     assistant.locator("[data-rendered='true']").wait_for(timeout=30_000)
     no_requests(page, seen, paths, "the panel")
     for url in [*shown, f"{base}/leak/img", f"{base}/leak/css-url", f"{base}/leak/video-poster"]:
