@@ -78,7 +78,7 @@ def test_jupyter_ci_run_takes_no_nan_or_inf(tmp_path: Path) -> None:
         (["--temperature", "inf"], {}, "--temperature"),
         ([], {"JUPYTER_CI_MAX_COST_PER_RUN": "nan"}, "--max-cost-per-run"),
     ]
-    command = [sys.executable, "-m", "jupyter", "ci", "run", str(path), "go", "--model", "x"]
+    command = [sys.executable, "-m", "jupyter", "ci", "run", str(path), "go", "--model", "openai/x"]
     for flags, env, flag in cases:
         result = subprocess.run(
             [*command, *flags],
