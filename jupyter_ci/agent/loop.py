@@ -210,6 +210,9 @@ class AgentRun(Reviewing):
         messages, target = await self.conversation.fix_opening(
             self.workspace, cell_id, self._digest
         )
+        # The user's own run failed; the fix is this run's first try of the cell (attempt 1 of
+        # max_attempts), and every later count follows from it.
+        self._attempt = 0
         self._move(RunState.FIXING)
         reply, fixed, _ = await self._generate(messages, stream_after=NO_STREAM)
         messages.append({"role": "assistant", "content": reply.text or fixed or ""})

@@ -24,6 +24,8 @@ class Reviewing(Generating):
         """Wait for the user's decision on the cell: its code to run (their edit, if they made
         one) and whether they ran it themselves already (decision ``ran``)."""
         assert self.approve is not None
+        # The cell waits as the try it is about to be (a fix waits as the next attempt).
+        self._attempt = attempt
         self._move(RunState.AWAITING_APPROVAL)
         decision = await self.approve(cell_id, source, "")
         if decision.decision == "reject":

@@ -118,7 +118,9 @@ class RunBase:
             emit=self.emit,
             notice=self._notice,
         )
-        self.cells = RunCells(workspace, self.run_id, request.anchor_id, self.emit)
+        self.cells = RunCells(
+            workspace, self.run_id, request.origin_cell_id, self.emit, request.replaces
+        )
         self.files = FileWatch(workspace, self.emit)
         self.attempts = 0
         self.notices: list[str] = []
@@ -153,7 +155,16 @@ class RunBase:
             attempt = None
         max_attempts = self.settings.max_attempts if attempt is not None else None
         text = live_line(state, attempt, max_attempts, reason)
-        self.emit("state", state=state.value, reason=reason, text=text)
+        # The count travels with the line, so every view says the same (the panel's steps,
+        # the cell's badge, the %%ci status): one count, the loop's.
+        self.emit(
+            "state",
+            state=state.value,
+            reason=reason,
+            text=text,
+            attempt=attempt,
+            max_attempts=max_attempts,
+        )
 
     def _notice(self, text: str) -> None:
         if text in self.request.said or text in self.notices:

@@ -164,9 +164,11 @@ class RunManager:
     async def start(self, client_id: str, request: Mapping[str, Any]) -> StartResult:
         """Start (or queue) a run for a ``start_run`` request.
 
-        A ``%%ci`` (origin ``magic``) whose earlier run's generated cells are still in the
-        notebook starts no run (the result says so), unless ``regenerate`` asks to replace the
-        unedited ones. Raises :class:`RunRefused` with what to do when the request cannot run.
+        A ``%%ci`` (origin ``magic``) whose own earlier request's generated cells are still in
+        the notebook starts no run (the result says so), unless ``regenerate`` asks again or
+        that request failed; the run then replaces those cells still unedited when its first
+        new cell comes (see :func:`.probes.previous_cells`). Raises :class:`RunRefused` with
+        what to do when the request cannot run.
 
         A handoff nonce is taken once: another tab sending it is refused; the tab that took it
         gets the same answer again (its connection dropped before the reply reached it).
@@ -237,13 +239,17 @@ class RunManager:
             )
         settings, model = self._settings_and_model(request)
         note = ""
+        replaces: dict[str, str] = {}
         anchor = request.get("anchor_cell_id")
         if origin == "magic" and isinstance(anchor, str) and anchor:
+            # This %%ci's own request, never a panel request placed after the same cell.
             busy = next(
                 (
                     r
                     for r in lane
-                    if r.notebook_path == notebook_path and r.anchor_cell_id == anchor
+                    if r.origin == "magic"
+                    and r.notebook_path == notebook_path
+                    and r.anchor_cell_id == anchor
                 ),
                 None,
             )
@@ -257,7 +263,7 @@ class RunManager:
                     note="This %%ci's request is still going: following it, not asking again. "
                     "Stop it to ask again.",
                 )
-            generate, note = await previous_cells(
+            rerun = await previous_cells(
                 self.probes,
                 self.recorder,
                 client_id,
@@ -265,9 +271,10 @@ class RunManager:
                 anchor,
                 bool(request.get("regenerate")),
             )
-            if not generate:
-                return StartResult(None, note=note)
-        run = await self._create(client_id, request, settings, model, origin)
+            if not rerun.generate:
+                return StartResult(None, note=rerun.note)
+            note, replaces = rerun.note, rerun.replaces
+        run = await self._create(client_id, request, settings, model, origin, replaces)
         lane.append(run)
         position = len(lane) - 1
         self.log.info(
@@ -412,6 +419,7 @@ class RunManager:
         settings: Settings,
         model: Model,
         origin: str,
+        replaces: Mapping[str, str],
     ) -> ManagedRun:
         run_id = uuid.uuid4().hex
         notebook_path = str(request["notebook_path"])
@@ -420,7 +428,7 @@ class RunManager:
         anchor = request.get("anchor_cell_id")
         history = await self.recorder.history(notebook_path)
         conversation_id = history.conversation_id
-        run_request = self._run_request(request, settings, history)
+        run_request = self._run_request(request, settings, history, origin, replaces)
         channel = CallChannel(
             run_id, notebook_path, lambda message: self.publisher.send(client_id, message)
         )
@@ -462,9 +470,15 @@ class RunManager:
         return run
 
     def _run_request(
-        self, request: Mapping[str, Any], settings: Settings, history: History
+        self,
+        request: Mapping[str, Any],
+        settings: Settings,
+        history: History,
+        origin: str = "panel",
+        replaces: Mapping[str, str] | None = None,
     ) -> RunRequest:
-        """The loop's request from a ``start_run`` or ``preview`` message."""
+        """The loop's request from a ``start_run`` or ``preview`` message (``replaces``: the
+        cells of the ``%%ci``'s earlier answer its first new cell replaces, if unedited)."""
         anchor = request.get("anchor_cell_id")
         fix = request.get("fix_cell_id")
         attached = [str(path) for path in request.get("attachments") or []]
@@ -473,6 +487,7 @@ class RunManager:
             str(request["prompt"]),
             settings,
             anchor_id=anchor if isinstance(anchor, str) else None,
+            origin_cell_id=anchor if origin == "magic" and isinstance(anchor, str) else None,
             history=history.turns,
             fix_cell_id=fix if isinstance(fix, str) and fix else None,
             attachments=(
@@ -482,6 +497,7 @@ class RunManager:
             ),
             attached_cells=attached_cells,
             said=history.said | self._said.get(history.conversation_id or "", set()),
+            replaces=dict(replaces or {}),
         )
 
     async def preview(self, client_id: str, request: Mapping[str, Any]) -> dict[str, Any]:
