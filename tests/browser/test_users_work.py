@@ -10,6 +10,8 @@ drives one sequence that lost the user's work before, the way the user did it.
    same everywhere and never exceeds the limit.
 4. Running a failed ``%%ci`` again says first what it will replace, and keeps the failed cell if
    the user edits it while the model is asked.
+5. Shift+Enter on a cell waiting for review adds no stray empty cell, and the panel's next
+   request still goes after the run's cells.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from .notebooks import (
     write_iris,
     write_notebook,
 )
+from .test_notebook_flows import waiting_cell
 
 #: The states a run block of the panel ends in.
 TERMINAL = ("done", "failed", "stopped")
@@ -385,4 +388,59 @@ def test_running_a_failed_ci_again_says_what_it_replaces_and_keeps_an_edited_cel
     now = cells(page, path)
     assert [c["source"] for c in now][2:] == [GOOD_MEAN, mine], dump(page, path)
     assert now[3]["id"] == failed["id"]
+    assert model_context.jupyter_ci_errors == []
+
+
+def test_shift_enter_on_a_cell_waiting_for_review_adds_no_stray_cell(
+    model_context: Any, model_lab: Lab, model: ScriptedModelServer
+) -> None:
+    model.set_script(
+        [
+            Reply.code("r1 = 'one'\nprint(r1)"),
+            Reply.code("r2 = 'two'\nprint(r2)"),
+            Reply.text("Both ran."),
+            Reply.code("r3 = 'three'\nprint(r3)", match="a third"),
+            Reply.text("Third."),
+        ]
+    )
+    path = write_notebook(model_lab, ["%load_ext jupyter_ci", "%%ci --review two steps"])
+    page = model_context.new_page()
+    open_lab_app(page, model_lab)
+    open_notebook(page, path)
+    run_all(page, path)
+
+    # The first cell waits, the last of the notebook; Shift+Enter in its editor runs it (it
+    # counts as Run) and adds no empty cell: the selection stays on it.
+    first = waiting_cell(page, path)
+    assert cells(page, path)[-1]["id"] == first["id"]
+    cell = panel(page, path).locator(".jp-Notebook .jp-Cell").nth(2)
+    cell.locator(".cm-content").click()
+    page.keyboard.press("Shift+Enter")
+    wait_until(
+        lambda: "one" in text_of(cell_of(page, path, first["id"])["outputs"]), 60, "cell 1 ran"
+    )
+    second = wait_until(
+        lambda: (lambda c: c if c["id"] != first["id"] else None)(waiting_cell(page, path)),
+        60,
+        "the second cell waiting",
+    )
+    assert [c["source"] for c in cells(page, path)][2:] == [first["source"], second["source"]]
+
+    # The second, from command mode (the cell selected, not edited): the same.
+    panel(page, path).locator(".jp-Notebook .jp-Cell").nth(3).locator(".jp-InputPrompt").click()
+    page.keyboard.press("Shift+Enter")
+    assert wait_for_status(page, path, 1, NB_TERMINAL)["state"] == "done", dump(page, path)
+    now = cells(page, path)
+    assert [c["source"] for c in now][2:] == [first["source"], second["source"]], dump(page, path)
+    assert "two" in text_of(now[3]["outputs"])
+    assert active_cell_id(page, path) == second["id"]
+
+    # The panel's next request goes after the run's cells.
+    open_chat(page)
+    ask(page, "a third step")
+    wait_until(lambda: len(runs(page).all()) == 2, 30, "the panel's run")
+    assert wait_run_state(page, TERMINAL) == "done", conversation_text(page)
+    sources = [c["source"] for c in cells(page, path)]
+    assert sources[2:] == [first["source"], second["source"], "r3 = 'three'\nprint(r3)"], sources
+    assert "" not in sources
     assert model_context.jupyter_ci_errors == []
