@@ -140,8 +140,10 @@ export class NotebookBridge extends Lifecycle {
           // The user's cell: Restore (and Ctrl+Z) bring back what they wrote.
           this._decorations.rememberOriginal(
             call.cell_id,
-            found.model.sharedModel.getSource()
+            call.run_id,
+            found.model
           );
+          this._decorations.update(call.cell_id, { restorable: false });
         }
         SourceStreamer.replace(
           found.model,
@@ -340,7 +342,6 @@ export class NotebookBridge extends Lifecycle {
           this._decorations.update(event.cell_id, {
             ...Private.shownChange(event),
             fixed: this._isUsers(event.run_id, event.cell_id),
-            restored: false,
             streaming: false
           });
           this._fixed(event.run_id, event.cell_id);

@@ -277,22 +277,28 @@ def test_fix_with_jupyter_ci_keeps_the_users_cell_theirs_in_every_route_and_mode
     assert all(n <= m for n, m in attempts_in(" ".join(shown))), shown
     assert "jupyter_ci" not in cells(page, path)[0]["metadata"]  # no generated-cell hint
 
-    # One Ctrl+Z in the cell's editor brings the user's code back; Ctrl+Shift+Z the fix.
-    cell.locator(".cm-content").click()
-    page.keyboard.press("Control+z")
-    wait_until(lambda: cells(page, path)[0]["source"] == USERS_CODE, 10, "Ctrl+Z")
-    page.keyboard.press("Control+Shift+z")
-    wait_until(lambda: cells(page, path)[0]["source"] == FIXED, 10, "Ctrl+Shift+Z")
-    page.keyboard.press("Escape")
-    # Restore, labelled and reached by keyboard, does the same.
+    # One Ctrl+Z in the cell's editor brings the user's code back (and the cell says so);
+    # Ctrl+Shift+Z the fix.
+    badge = cell.locator('[data-testid="jupyter-ci-badge"]')
     restore = cell.get_by_role(
         "button", name="Restore your code: put back the code you wrote before jupyter-ci fixed it"
     )
+    restore.wait_for(timeout=10_000)
+    cell.locator(".cm-content").click()
+    page.keyboard.press("Control+z")
+    wait_until(lambda: cells(page, path)[0]["source"] == USERS_CODE, 10, "Ctrl+Z")
+    wait_until(lambda: "your code, restored" in badge.inner_text(), 10, "the restored badge")
+    assert restore.is_hidden()
+    page.keyboard.press("Control+Shift+z")
+    wait_until(lambda: cells(page, path)[0]["source"] == FIXED, 10, "Ctrl+Shift+Z")
+    wait_until(lambda: "fixed by jupyter-ci" in badge.inner_text(), 10, "the fixed badge again")
+    page.keyboard.press("Escape")
+    # Restore, labelled and reached by keyboard, does the same.
+    restore.wait_for(timeout=10_000)
     assert restore.evaluate("(b) => b.tabIndex") == 0
     restore.focus()
     page.keyboard.press("Enter")
     wait_until(lambda: cells(page, path)[0]["source"] == USERS_CODE, 10, "Restore")
-    badge = cell.locator('[data-testid="jupyter-ci-badge"]')
     wait_until(lambda: "your code, restored" in badge.inner_text(), 10, "the restored badge")
     assert restore.is_hidden()
 
