@@ -238,10 +238,10 @@ class AgentRun(Reviewing):
             if self.settings.mode == "review" and not approved:
                 try:
                     source, ran = await self._review(cell_id, source, attempt)
-                except _Rejected:
+                except _Rejected as rejected:
                     rejections += 1
                     source = await self._propose_instead(
-                        cell_id, source, messages, rejections, attempt
+                        cell_id, source, messages, rejections, attempt, rejected.comment
                     )
                     continue
             approved = False

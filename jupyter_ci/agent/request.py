@@ -20,10 +20,13 @@ EventCallback = Callable[[dict[str, Any]], None]
 
 @dataclass(frozen=True)
 class ReviewDecision:
-    """The user's answer to a cell awaiting approval: ``run`` (maybe edited) or ``reject``."""
+    """The user's answer to a cell awaiting approval: ``run`` (maybe edited), ``ran`` (they ran
+    it themselves) or ``reject``, with the user's comment on a Reject (their reason, for the
+    model), if they gave one."""
 
     decision: str
     source: str | None = None
+    comment: str | None = None
 
 
 #: Asked, in review mode, for each new or fixed cell: (cell id, source, diff) → decision.

@@ -59,7 +59,11 @@ class _Finish(Exception):
 
 
 class _Rejected(Exception):
-    """Internal: the user rejected the cell awaiting approval."""
+    """Internal: the user rejected the cell awaiting approval (``comment``: their reason)."""
+
+    def __init__(self, comment: str | None = None) -> None:
+        super().__init__("rejected")
+        self.comment = comment
 
 
 #: How a run ends when a cell ends with the kernel gone and nobody asked for it.

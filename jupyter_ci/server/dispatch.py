@@ -157,6 +157,7 @@ class Dispatcher:
                     str(message["cell_id"]),
                     str(message["decision"]),
                     message.get("source"),
+                    message.get("comment"),
                 )
                 self._accept(connection, message, run_id=str(message["run_id"]))
             elif kind == "preview":

@@ -295,9 +295,16 @@ class RunManager:
         self._stop(self._owned(client_id, run_id), "user", StoppedByUser())
 
     def review(
-        self, client_id: str, run_id: str, cell_id: str, decision: str, source: str | None
+        self,
+        client_id: str,
+        run_id: str,
+        cell_id: str,
+        decision: str,
+        source: str | None,
+        comment: str | None = None,
     ) -> None:
-        """The user's answer to a cell awaiting approval, from the tab that owns the run."""
+        """The user's answer to a cell awaiting approval, from the tab that owns the run (with
+        a Reject, maybe their reason)."""
         run = self._owned(client_id, run_id)
         future = run.reviews.get(cell_id)
         if future is None or future.done():
@@ -306,7 +313,8 @@ class RunManager:
                 "That cell is not waiting for a review.",
                 hint="It may have been answered already, or the run ended.",
             )
-        future.set_result(ReviewDecision(decision, source))
+        reason = comment.strip() if isinstance(comment, str) and comment.strip() else None
+        future.set_result(ReviewDecision(decision, source, reason))
 
     async def replay(self, client_id: str, run_id: str, after_seq: int) -> list[dict[str, Any]]:
         """The run's events after ``after_seq``: held in memory, else as the store has them.

@@ -7,6 +7,7 @@ import {
   NotebookPanel
 } from '@jupyterlab/notebook';
 import type { CommandRegistry } from '@lumino/commands';
+import type { IDisposable } from '@lumino/disposable';
 import { PanelLayout } from '@lumino/widgets';
 
 import { CIConnection } from './connection';
@@ -16,6 +17,7 @@ import { NotebookIndex } from './notebooks';
 import { CellPlacement } from './placement';
 import { IAwaitedReview, IRunView, RunTracker } from './runs';
 import { ReviewBar } from './reviewBar';
+import { markStaleOutputs, staleOutputsText } from './staleOutputs';
 import { HELD_BACK_ERROR_NAME } from './protocol';
 import type { IReviewRequest } from './protocol';
 
@@ -39,6 +41,11 @@ export const REVIEW_WORDS = {
     reject: {
       label: 'Reject',
       description: 'Reject this cell without running it'
+    },
+    comment: {
+      label: 'Reason, if you reject (optional)',
+      description:
+        'Your reason for rejecting this cell (optional): jupyter-ci tells the model with the rejection; Enter rejects'
     }
   },
   missing_package: {
@@ -60,7 +67,8 @@ export const REVIEW_WORDS = {
     reject: {
       label: "Don't install",
       description: "Don't install: end the request without installing"
-    }
+    },
+    comment: null
   }
 } as const;
 
@@ -138,7 +146,8 @@ export class CellReview extends Lifecycle {
   async answer(
     runId: string,
     decision: ReviewDecision,
-    source: string | null = null
+    source: string | null = null,
+    comment: string | null = null
   ): Promise<void> {
     const waiting = this._waiting.get(runId);
     const review = waiting?.review ?? this._runs.get(runId)?.review ?? null;
@@ -160,7 +169,10 @@ export class CellReview extends Lifecycle {
         run_id: runId,
         cell_id: review.cellId,
         decision,
-        source: sent
+        source: sent,
+        ...(decision === 'reject' && comment?.trim()
+          ? { comment: comment.trim() }
+          : {})
       });
     } catch (error) {
       if (waiting && this._waiting.get(runId) === waiting) {
@@ -289,6 +301,7 @@ export class CellReview extends Lifecycle {
       running: false,
       bars: [],
       cells: [],
+      marks: [],
       notification: null
     };
     this._waiting.set(view.runId, waiting);
@@ -312,6 +325,9 @@ export class CellReview extends Lifecycle {
     for (const cell of waiting.cells) {
       cell.removeClass(Private.WAITING_CLASS);
     }
+    for (const mark of waiting.marks) {
+      mark.dispose();
+    }
     if (waiting.notification) {
       Notification.dismiss(waiting.notification);
     }
@@ -324,13 +340,24 @@ export class CellReview extends Lifecycle {
   private _attach(cell: Cell, waiting: Private.IWaiting): ReviewBar {
     cell.addClass(Private.WAITING_CLASS);
     waiting.cells.push(cell);
+    // Its outputs are the previous try's: the change waiting here has not run.
+    const tried = this._runs.get(waiting.runId)?.attempt;
+    waiting.marks.push(
+      markStaleOutputs(
+        cell,
+        staleOutputsText(
+          tried?.cellId === waiting.review.cellId ? tried.attempt : null
+        )
+      )
+    );
     const bar = new ReviewBar({
       words: reviewWords(waiting.review.reason),
       proposed: waiting.review.source,
       cell,
       onRun: () => void this.answer(waiting.runId, 'run'),
       onEdit: () => this.edit(waiting.runId),
-      onReject: () => void this.answer(waiting.runId, 'reject')
+      onReject: comment =>
+        void this.answer(waiting.runId, 'reject', null, comment)
     });
     void cell.ready.then(() => {
       if (cell.isDisposed || bar.isDisposed || bar.parent) {
@@ -489,6 +516,10 @@ namespace Private {
      * The views of the cell, marked as waiting (Shift+Enter's selector).
      */
     cells: Cell[];
+    /**
+     * The marks on its outputs (those of the previous try).
+     */
+    marks: IDisposable[];
     notification: string | null;
   }
 

@@ -684,6 +684,11 @@ export interface IReviewRequest {
    * The user's edited source, when they edited before running.
    */
   source: string | null;
+  /**
+   * With reject: the user's reason, if they gave one; it goes to the model with
+   * the rejection and stays in the conversation. At most 4000 characters.
+   */
+  comment?: string | null;
 }
 
 /**

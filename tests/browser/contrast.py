@@ -9,7 +9,8 @@ composited in (alpha), and the text colour composited over that. Body text needs
 text (24 px, or 18.66 px bold) 3:1.
 
 A generated (or fixed) cell only carries jupyter-ci's marker classes
-(``jp-jupyter-ci-generated``, ``jp-jupyter-ci-fixed``, ``jp-jupyter-ci-streaming``): its editor
+(``jp-jupyter-ci-generated``, ``jp-jupyter-ci-fixed``, ``jp-jupyter-ci-streaming``, and while it
+waits for review ``jp-jupyter-ci-awaitingReview``, ``jp-jupyter-ci-staleOutputs``): its editor
 and outputs are JupyterLab's, measured only where jupyter-ci draws inside it (the badge and the
 diff). Likewise the colours of highlighted code in the panel's Markdown (``span`` tokens inside a
 ``pre``) are JupyterLab's editor theme, the same as in every code cell (its light theme's
@@ -25,7 +26,8 @@ from typing import Any
 #: JavaScript: every text of jupyter-ci's elements with its colours and contrast ratio.
 _MEASURE = r"""() => {
   const MARKERS = [
-    'jp-jupyter-ci-generated', 'jp-jupyter-ci-fixed', 'jp-jupyter-ci-streaming'
+    'jp-jupyter-ci-generated', 'jp-jupyter-ci-fixed', 'jp-jupyter-ci-streaming',
+    'jp-jupyter-ci-awaitingReview', 'jp-jupyter-ci-staleOutputs'
   ];
   const parse = (value) => {
     if (!value || value === 'transparent') { return [0, 0, 0, 0]; }
