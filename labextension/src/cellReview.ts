@@ -43,7 +43,7 @@ export const REVIEW_WORDS = {
       description: 'Reject this cell without running it'
     },
     comment: {
-      label: 'Reason, if you reject (optional)',
+      label: 'Why reject? (optional)',
       description:
         'Your reason for rejecting this cell (optional): jupyter-ci tells the model with the rejection; Enter rejects'
     }
