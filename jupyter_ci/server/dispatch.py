@@ -16,6 +16,7 @@ from typing import Any
 
 from .. import protocol
 from .._version import __version__
+from ..agent.request import ReviewDecision
 from .expectations import HandoffExpectations
 from .hub import ClientTaken, Connection, Hub
 from .run_types import RunRefused
@@ -151,13 +152,12 @@ class Dispatcher:
                 await self.manager.stop(client_id, str(message["run_id"]))
                 self._accept(connection, message, run_id=str(message["run_id"]))
             elif kind == "review":
+                comment = str(message.get("comment") or "").strip() or None
                 self.manager.review(
                     client_id,
                     str(message["run_id"]),
                     str(message["cell_id"]),
-                    str(message["decision"]),
-                    message.get("source"),
-                    message.get("comment"),
+                    ReviewDecision(str(message["decision"]), message.get("source"), comment),
                 )
                 self._accept(connection, message, run_id=str(message["run_id"]))
             elif kind == "preview":

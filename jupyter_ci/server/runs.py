@@ -25,7 +25,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..agent.loop import AgentRun, ReviewDecision, RunOutcome, RunRequest
@@ -164,11 +164,9 @@ class RunManager:
     async def start(self, client_id: str, request: Mapping[str, Any]) -> StartResult:
         """Start (or queue) a run for a ``start_run`` request.
 
-        A ``%%ci`` (origin ``magic``) whose own earlier request's generated cells are still in
-        the notebook starts no run (the result says so), unless ``regenerate`` asks again or
-        that request failed; the run then replaces those cells still unedited when its first
-        new cell comes (see :func:`.probes.previous_cells`). Raises :class:`RunRefused` with
-        what to do when the request cannot run.
+        A ``%%ci`` (origin ``magic``) whose own earlier request's cells are still there starts
+        no run (the result says so), unless asked again (see :func:`.probes.previous_cells`).
+        Raises :class:`RunRefused` with what to do when the request cannot run.
 
         A handoff nonce is taken once: another tab sending it is refused; the tab that took it
         gets the same answer again (its connection dropped before the reply reached it).
@@ -263,13 +261,9 @@ class RunManager:
                     note="This %%ci's request is still going: following it, not asking again. "
                     "Stop it to ask again.",
                 )
+            regenerate = bool(request.get("regenerate"))
             rerun = await previous_cells(
-                self.probes,
-                self.recorder,
-                client_id,
-                notebook_path,
-                anchor,
-                bool(request.get("regenerate")),
+                self.probes, self.recorder, client_id, notebook_path, anchor, regenerate
             )
             if not rerun.generate:
                 return StartResult(None, note=rerun.note)
@@ -294,17 +288,8 @@ class RunManager:
         """Stop a run the tab started or claimed: abort the model stream, interrupt the kernel."""
         self._stop(self._owned(client_id, run_id), "user", StoppedByUser())
 
-    def review(
-        self,
-        client_id: str,
-        run_id: str,
-        cell_id: str,
-        decision: str,
-        source: str | None,
-        comment: str | None = None,
-    ) -> None:
-        """The user's answer to a cell awaiting approval, from the tab that owns the run (with
-        a Reject, maybe their reason)."""
+    def review(self, client_id: str, run_id: str, cell_id: str, answer: ReviewDecision) -> None:
+        """The user's answer to a cell awaiting approval, from the tab that owns the run."""
         run = self._owned(client_id, run_id)
         future = run.reviews.get(cell_id)
         if future is None or future.done():
@@ -313,8 +298,7 @@ class RunManager:
                 "That cell is not waiting for a review.",
                 hint="It may have been answered already, or the run ended.",
             )
-        reason = comment.strip() if isinstance(comment, str) and comment.strip() else None
-        future.set_result(ReviewDecision(decision, source, reason))
+        future.set_result(answer)
 
     async def replay(self, client_id: str, run_id: str, after_seq: int) -> list[dict[str, Any]]:
         """The run's events after ``after_seq``: held in memory, else as the store has them.
@@ -436,7 +420,12 @@ class RunManager:
         anchor = request.get("anchor_cell_id")
         history = await self.recorder.history(notebook_path)
         conversation_id = history.conversation_id
-        run_request = self._run_request(request, settings, history, origin, replaces)
+        # A %%ci's cells carry it as their origin; its re-run replaces its earlier cells.
+        run_request = replace(
+            self._run_request(request, settings, history),
+            origin_cell_id=anchor if origin == "magic" and isinstance(anchor, str) else None,
+            replaces=dict(replaces),
+        )
         channel = CallChannel(
             run_id, notebook_path, lambda message: self.publisher.send(client_id, message)
         )
@@ -478,15 +467,9 @@ class RunManager:
         return run
 
     def _run_request(
-        self,
-        request: Mapping[str, Any],
-        settings: Settings,
-        history: History,
-        origin: str = "panel",
-        replaces: Mapping[str, str] | None = None,
+        self, request: Mapping[str, Any], settings: Settings, history: History
     ) -> RunRequest:
-        """The loop's request from a ``start_run`` or ``preview`` message (``replaces``: the
-        cells of the ``%%ci``'s earlier answer its first new cell replaces, if unedited)."""
+        """The loop's request from a ``start_run`` or ``preview`` message."""
         anchor = request.get("anchor_cell_id")
         fix = request.get("fix_cell_id")
         attached = [str(path) for path in request.get("attachments") or []]
@@ -495,7 +478,6 @@ class RunManager:
             str(request["prompt"]),
             settings,
             anchor_id=anchor if isinstance(anchor, str) else None,
-            origin_cell_id=anchor if origin == "magic" and isinstance(anchor, str) else None,
             history=history.turns,
             fix_cell_id=fix if isinstance(fix, str) and fix else None,
             attachments=(
@@ -505,7 +487,6 @@ class RunManager:
             ),
             attached_cells=attached_cells,
             said=history.said | self._said.get(history.conversation_id or "", set()),
-            replaces=dict(replaces or {}),
         )
 
     async def preview(self, client_id: str, request: Mapping[str, Any]) -> dict[str, Any]:
