@@ -60,3 +60,6 @@ class RunRequest:
     #: the record holds for each: only a cell whose source still has it (unedited) is deleted,
     #: checked when the new cell comes, so a cell the user edits meanwhile is kept.
     replaces: Mapping[str, str] = field(default_factory=dict)
+    #: The project's instructions, as the system prompt carries them ('' for none; see
+    #: :mod:`jupyter_ci.agent.instructions`).
+    instructions: str = ""

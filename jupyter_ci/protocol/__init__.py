@@ -27,6 +27,7 @@ from .calls import (
     InterruptCall,
     ReadCellsCall,
     ReplaceSourceCall,
+    RestoreCellsCall,
     RunCellCall,
 )
 from .events import (
@@ -122,6 +123,7 @@ TYPES: dict[str, type] = {
         RunCellCall,
         EvaluateCall,
         InterruptCall,
+        RestoreCellsCall,
         CallResult,
         CallFailure,
         CallProgress,
@@ -224,6 +226,7 @@ __all__ = [
     "RequestAccepted",
     "RequestRefused",
     "RequestReply",
+    "RestoreCellsCall",
     "ReviewRequest",
     "RunCellCall",
     "RunEvent",

@@ -33,6 +33,23 @@ class InsertCellCall(CallBase):
     metadata: dict[str, Any]
 
 
+class RestoredCell(TypedDict):
+    """A cell of a run, as the run wrote it (for ``restore_cells``)."""
+
+    cell_id: str
+    after_id: str | None
+    source: str
+    metadata: dict[str, Any]
+
+
+class RestoreCellsCall(CallBase):
+    """After a reload: put back the run's cells the notebook lacks."""
+
+    method: Literal["restore_cells"]
+    cells: list[RestoredCell]
+    streaming_cell_id: str | None
+
+
 class AppendSourceCall(CallBase):
     """Append streamed text to a cell."""
 
@@ -88,6 +105,7 @@ Call = (
     | RunCellCall
     | EvaluateCall
     | InterruptCall
+    | RestoreCellsCall
 )
 
 
@@ -103,6 +121,7 @@ class CallResult(TypedDict):
     execution_count: NotRequired[int | None]
     started_at: NotRequired[float | None]
     truncated: NotRequired[bool]
+    restored: NotRequired[list[str]]
     text: NotRequired[str]
 
 

@@ -110,6 +110,9 @@ export class CellDecorations {
         if (typeof hint['attempt'] === 'number') {
           saved.attempt = hint['attempt'];
         }
+        if (typeof hint['max_attempts'] === 'number') {
+          saved.maxAttempts = hint['max_attempts'];
+        }
         if (hint['stopped'] === true) {
           saved.stopped = true;
         }
@@ -122,10 +125,15 @@ export class CellDecorations {
   }
 
   /**
-   * Record a cell's attempt count in its `metadata.jupyter_ci` hint.
+   * Record a cell's attempt count and the run's limit in its
+   * `metadata.jupyter_ci` hint (the badge reads the same after a reload).
    */
-  recordAttempt(cellId: string, attempt: number): void {
-    this._record(cellId, hint => ({ ...hint, attempt }));
+  recordAttempt(cellId: string, attempt: number, maxAttempts: number): void {
+    this._record(cellId, hint => ({
+      ...hint,
+      attempt,
+      max_attempts: maxAttempts
+    }));
   }
 
   /**
@@ -237,6 +245,9 @@ export class CellDecorations {
       ...(typeof hint['attempt'] === 'number'
         ? { attempt: hint['attempt'] }
         : {}),
+      ...(typeof hint['max_attempts'] === 'number'
+        ? { maxAttempts: hint['max_attempts'] }
+        : {}),
       ...(this._states.get(model.id) ?? {}),
       stopped: false
     };
@@ -335,10 +346,9 @@ class DecorationWidget extends Widget {
   }
 
   render(state: ICellDecoration): void {
-    this._attempt.textContent =
-      state.attempt !== undefined && !state.restored
-        ? `attempt ${state.attempt}${state.maxAttempts ? `/${state.maxAttempts}` : ''}`
-        : '';
+    this._attempt.textContent = state.restored
+      ? ''
+      : Private.attemptWords(state.attempt, state.maxAttempts);
     this._label.textContent = state.streaming
       ? 'jupyter-ci is writing…'
       : state.restored
@@ -381,6 +391,22 @@ class DecorationWidget extends Widget {
 }
 
 namespace Private {
+  /**
+   * The badge's words for a cell's try: "attempt 2/3" once it was fixed
+   * (with the run's limit where known), nothing for a first try (the
+   * run's status line says it while it runs), the same before and after a
+   * reload.
+   */
+  export function attemptWords(
+    attempt: number | undefined,
+    maxAttempts: number | undefined
+  ): string {
+    if (attempt === undefined || attempt <= 1) {
+      return '';
+    }
+    return `attempt ${attempt}${maxAttempts ? `/${maxAttempts}` : ''}`;
+  }
+
   const widgets = new WeakMap<Cell, DecorationWidget>();
 
   export function same(a: ICellDecoration, b: ICellDecoration): boolean {

@@ -1,4 +1,8 @@
-import { CELL_STATUS_TITLES, END_REASON_TITLES } from '../protocol';
+import {
+  CELL_STATUS_TITLES,
+  END_REASON_TITLES,
+  RATE_LIMITED_REASON
+} from '../protocol';
 import type {
   EndReason,
   ICellUpdatedEvent,
@@ -88,6 +92,10 @@ export interface IRunProgress {
   attempt: number;
   error: string | null;
   finished: boolean;
+  /**
+   * The model's final answer, once the run finished ('' if none).
+   */
+  answer: string;
 }
 
 /**
@@ -108,7 +116,8 @@ export function emptyProgress(runId: string): IRunProgress {
     maxAttempts: 1,
     attempt: 1,
     error: null,
-    finished: false
+    finished: false,
+    answer: ''
   };
 }
 
@@ -142,11 +151,16 @@ export function applyEvent(
   const steps = next.steps;
   switch (event.type) {
     case 'state':
-      if (next.finished) {
+      if (next.finished || event.reason === RATE_LIMITED_REASON) {
+        // A wait within the state (its status line says it): no new step.
         break;
       }
       next.state = event.state;
       next.reason = event.reason;
+      if (typeof event.max_attempts === 'number') {
+        // The run's limit, before any try (a fix of the user's cell starts so).
+        next.maxAttempts = event.max_attempts;
+      }
       if (event.state === 'awaiting_approval' && next.proposal) {
         next.review = next.proposal;
         steps.push({
@@ -206,7 +220,7 @@ export function applyEvent(
         steps.push({
           label:
             cause === 'fix'
-              ? `${UPDATE_LABEL.fix} (attempt ${event.attempt})`
+              ? `${UPDATE_LABEL.fix}, attempt ${event.attempt}/${next.maxAttempts}`
               : UPDATE_LABEL[cause],
           cellId: event.cell_id,
           status: 'ok'
@@ -272,6 +286,7 @@ export function applyEvent(
       break;
     case 'finished': {
       next.finished = true;
+      next.answer = event.answer ?? '';
       next.state = event.state;
       next.reason = event.reason;
       next.review = null;
@@ -304,10 +319,13 @@ export function usageLine(usage: IUsage | null): string {
     return '';
   }
   const tokens = usage.prompt_tokens + usage.completion_tokens;
+  // As the status line says it (agent/outcome.py, cost_words).
   const cost =
-    usage.cost === null || usage.cost === undefined
-      ? 'cost unknown'
-      : `$${usage.cost.toFixed(4)}`;
+    tokens === 0
+      ? 'no cost'
+      : usage.cost === null || usage.cost === undefined
+        ? 'cost unknown'
+        : `$${usage.cost.toFixed(4)}`;
   return `${tokens.toLocaleString('en-US')} tokens · ${cost}`;
 }
 
