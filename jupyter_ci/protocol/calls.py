@@ -64,10 +64,12 @@ class ReplaceSourceCall(CallBase):
     method: Literal["replace_source"]
     cell_id: str
     source: str
+    undoable: NotRequired[bool]
 
 
 class DeleteCellCall(CallBase):
-    """Delete an unedited generated cell (``--regenerate``)."""
+    """Delete an unedited generated cell (an earlier answer replaced; begun, but empty, at
+    Stop)."""
 
     method: Literal["delete_cell"]
     cell_id: str

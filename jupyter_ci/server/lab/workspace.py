@@ -116,15 +116,20 @@ class LabWorkspace:
         if cell_id in self._written:
             self._written[cell_id]["source"] += text
 
-    async def replace_source(self, cell_id: str, source: str) -> None:
-        """Replace the cell's source (a fix, or the user's edit in review)."""
-        await self._call("replace_source", {"cell_id": cell_id, "source": source})
+    async def replace_source(self, cell_id: str, source: str, *, undoable: bool = False) -> None:
+        """Replace the cell's source (a fix, or the user's edit in review); ``undoable``: in the
+        cell's undo history (the user's cell: Ctrl+Z in its editor brings their code back)."""
+        fields: dict[str, Any] = {"cell_id": cell_id, "source": source}
+        if undoable:
+            fields["undoable"] = True
+        await self._call("replace_source", fields)
         self.settled(cell_id)
         if cell_id in self._written:
             self._written[cell_id]["source"] = source
 
     async def delete_cell(self, cell_id: str) -> None:
-        """Delete a generated cell the user did not edit (``--regenerate`` only)."""
+        """Delete a generated cell the user did not edit (a ``%%ci``'s earlier answer replaced;
+        a cell begun, but empty, at Stop)."""
         await self._call("delete_cell", {"cell_id": cell_id})
         self.settled(cell_id)
         self._written.pop(cell_id, None)
