@@ -91,6 +91,8 @@ class RunOutcome:
     seconds: float
     answer: str = ""
     notices: list[str] = field(default_factory=list)
+    #: The user's code was put back into their cell: the model's proposal was not accepted.
+    users_code_back: bool = False
 
     @property
     def ok(self) -> bool:
@@ -107,7 +109,8 @@ class RunOutcome:
         }
 
     def status_line(self) -> str:
-        """One line: how it ended, cells, attempts, tokens, cost, time."""
+        """One line: how it ended (and that the user's code is back in their cell, when it
+        is), cells, attempts, tokens, cost, time."""
         cost = cost_words(self.usage)
         tokens = _plural(self.usage.total_tokens, "token")
         if self.usage.estimated:
@@ -121,7 +124,8 @@ class RunOutcome:
                 f"{self.seconds:.1f} s",
             )
         )
-        return f"{PREFIX}{end_words(self.state, self.reason)} — {numbers}"
+        back = ", your code is back" if self.users_code_back else ""
+        return f"{PREFIX}{end_words(self.state, self.reason)}{back} — {numbers}"
 
 
 def rejection_text(source: str, comment: str | None = None) -> str:

@@ -585,7 +585,8 @@ namespace Private {
    * What a cell's decoration shows of a change of its code: the model's
    * proposal (a fix, or its other proposal after a Reject) as the diff of the
    * attempt it is for; the user's edit in review apart from it (the model's
-   * stays shown); nothing for code that streamed in.
+   * stays shown); none once the user's code is put back; nothing for code
+   * that streamed in.
    */
   export function shownChange(event: ICellUpdatedEvent): ICellDecoration {
     switch (event.cause) {
@@ -598,6 +599,9 @@ namespace Private {
         };
       case 'edited':
         return { editDiff: event.diff };
+      case 'restored':
+        // The user's code is back (the proposal was not accepted): no diff.
+        return { diff: '', editDiff: '', restored: true };
       default:
         return {};
     }

@@ -135,8 +135,11 @@ export type ResumeMetadataKey = 'jupyter_ci_resume';
 export type RunMetadataKey = 'jupyter_ci_run';
 
 /**
- * jupyter-ci's key in cell metadata: the stamp of a %%ci cell ({client}) or the
- * hint on a generated cell ({run_id, ...}).
+ * jupyter-ci's key in cell metadata: the stamp of a %%ci cell ({client}), the
+ * hint on a generated cell ({run_id, ...}), or on a cell of the user's that
+ * jupyter-ci fixed, while it holds other code than theirs ({fixed: {run_id,
+ * original}, attempt, max_attempts}: Restore puts original back, after a reload
+ * too).
  */
 export type CellMetadataKey = 'jupyter_ci';
 
@@ -326,9 +329,12 @@ export interface ICellUpdatedEvent extends IEventBase {
    * user's cell; edited: the user's edit in review; reproposed: the model's
    * other proposal after a Reject. stopped: the run was stopped while the model
    * wrote this cell; its code is commented out, so it never runs unedited (Run
-   * All included).
+   * All included). restored: the user's own code put back into their cell (a
+   * fix of it), as an undoable change, because the run ended while the model's
+   * proposal waited unaccepted (rejected, or the run stopped or failed during
+   * the review).
    */
-  cause: 'streamed' | 'fix' | 'edited' | 'reproposed' | 'stopped';
+  cause: 'streamed' | 'fix' | 'edited' | 'reproposed' | 'stopped' | 'restored';
 }
 
 /**
@@ -1271,8 +1277,11 @@ export const RESUME_METADATA_KEY: ResumeMetadataKey = 'jupyter_ci_resume';
 export const RUN_METADATA_KEY: RunMetadataKey = 'jupyter_ci_run';
 
 /**
- * jupyter-ci's key in cell metadata: the stamp of a %%ci cell ({client}) or the
- * hint on a generated cell ({run_id, ...}).
+ * jupyter-ci's key in cell metadata: the stamp of a %%ci cell ({client}), the
+ * hint on a generated cell ({run_id, ...}), or on a cell of the user's that
+ * jupyter-ci fixed, while it holds other code than theirs ({fixed: {run_id,
+ * original}, attempt, max_attempts}: Restore puts original back, after a reload
+ * too).
  */
 export const CELL_METADATA_KEY: CellMetadataKey = 'jupyter_ci';
 

@@ -136,7 +136,8 @@ const UPDATE_LABEL: Record<ICellUpdatedEvent['cause'], string> = {
   fix: 'Fix written',
   edited: 'Edited by you',
   reproposed: 'Proposed again',
-  stopped: 'Stopped before it was complete'
+  stopped: 'Stopped before it was complete',
+  restored: 'Your code put back'
 };
 
 /**
