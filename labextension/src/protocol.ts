@@ -936,6 +936,12 @@ export interface IRequestAccepted {
    * A sentence for the user (e.g. why no model was called).
    */
   note?: string;
+  /**
+   * start_run answered without a run (a %%ci whose cells are still below it):
+   * the status line of that %%ci's last run, which still stands; the cell shows
+   * it, with the note under it.
+   */
+  status_line?: string;
   preview?: IPreview;
   /**
    * expect_handoff: whether the kernel can now recognise the cell if a
