@@ -131,6 +131,8 @@ class RunBase:
         self._interrupt_task: asyncio.Future[None] | None = None
         self._attempt: int | None = None
         self._started = time.monotonic()
+        #: The outside agent (an MCP client) whose call this run is; None: jupyter-ci's loop.
+        self.agent: str | None = None
 
     # --- events -------------------------------------------------------------------------------
 
@@ -152,7 +154,7 @@ class RunBase:
         if state is RunState.GENERATING:
             attempt = None
         max_attempts = self.settings.max_attempts if attempt is not None else None
-        text = live_line(state, attempt, max_attempts, reason)
+        text = live_line(state, attempt, max_attempts, reason, agent=self.agent)
         self.emit("state", state=state.value, reason=reason, text=text)
 
     def _notice(self, text: str) -> None:

@@ -24,11 +24,11 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..agent.loop import AgentRun, ReviewDecision, RunOutcome, RunRequest
+from ..agent.loop import AgentRun, Approver, EventCallback, ReviewDecision, RunOutcome, RunRequest
 from ..agent.states import RunState
 from ..errors import (
     ConfigError,
@@ -51,6 +51,10 @@ from .run_types import Kernels, ModelFactory, Publisher, RunRefused, SettingsRes
 from .store import ConversationStore
 
 log = logging.getLogger("jupyter_ci.server")
+
+#: Makes a run that something other than the loop drives (see RunManager.start_driven): from
+#: its request, its Lab workspace, its run id, its event callback and its approver.
+RunFactory = Callable[[RunRequest, LabWorkspace, str, EventCallback, Approver], AgentRun]
 
 #: The longest request a run takes (a model's context holds far less; a longer one is a mistake).
 MAX_PROMPT_CHARS = 100_000
@@ -405,13 +409,50 @@ class RunManager:
 
     # --- internals -----------------------------------------------------------------------
 
+    async def start_driven(
+        self,
+        client_id: str,
+        notebook_path: str,
+        kernel_id: str,
+        prompt: str,
+        settings: Settings,
+        drive: RunFactory,
+        origin: str = "mcp",
+    ) -> ManagedRun:
+        """Start a run that something other than the loop drives: an outside agent's tool call
+        (origin ``mcp``), acted out through the tab ``client_id``, which has the notebook open.
+
+        ``drive`` makes the run as the loop's is made (its request, the Lab workspace whose
+        calls go to that tab, its run id, the event callback, the approver). It shares the
+        kernel's lane: queued behind the active run (never refused, as a %%ci is not), its
+        events recorded and shown like any run's, Stop and review as for any run.
+        """
+        if self._closing:
+            raise RunRefused("server_shutdown", "The server is shutting down.")
+        if not self.kernels.has(kernel_id):
+            raise RunRefused(
+                "kernel_unavailable",
+                "The notebook's kernel is not running on this server.",
+                hint="Start or select a kernel for the notebook, then ask again.",
+            )
+        request = {"notebook_path": notebook_path, "kernel_id": kernel_id, "prompt": prompt}
+        run = await self._create(client_id, request, settings, None, origin, drive=drive)
+        lane = self._lanes.setdefault(kernel_id, [])
+        lane.append(run)
+        if len(lane) == 1:
+            self._launch(run)
+        self._announce()
+        return run
+
     async def _create(
         self,
         client_id: str,
         request: Mapping[str, Any],
         settings: Settings,
-        model: Model,
+        model: Model | None,
         origin: str,
+        *,
+        drive: RunFactory | None = None,
     ) -> ManagedRun:
         run_id = uuid.uuid4().hex
         notebook_path = str(request["notebook_path"])
@@ -430,15 +471,26 @@ class RunManager:
             kernel_alive=lambda: self.kernels.has(kernel_id),
         )
         holder: list[ManagedRun] = []
-        agent = AgentRun(
-            run_request,
-            workspace,
-            model,
-            run_id=run_id,
-            on_event=lambda event: self._on_event(holder[0], event),
-            approve=lambda cell_id, source, diff: self._approve(holder[0], cell_id),
-            use_tools=settings.tool_calling == "on",
-        )
+
+        def on_event(event: dict[str, Any]) -> None:
+            self._on_event(holder[0], event)
+
+        def approve(cell_id: str, source: str, diff: str) -> Awaitable[ReviewDecision]:
+            return self._approve(holder[0], cell_id)
+
+        if drive is not None:
+            agent = drive(run_request, workspace, run_id, on_event, approve)
+        else:
+            assert model is not None
+            agent = AgentRun(
+                run_request,
+                workspace,
+                model,
+                run_id=run_id,
+                on_event=on_event,
+                approve=approve,
+                use_tools=settings.tool_calling == "on",
+            )
         run = ManagedRun(
             run_id,
             client_id,

@@ -90,6 +90,8 @@ class _CellClient(NotebookOutputs):
         self.reply: dict[str, Any] | None = None
         #: Whether we gave up on the execution (see :meth:`give_up`).
         self.given_up = False
+        #: Called once when the kernel begins the cell (see KernelWorkspace.run_source).
+        self.on_started: Callable[[], None] | None = None
         self._alive_poller: asyncio.Task[Any] | None = None
 
     def track(self) -> None:
@@ -107,6 +109,8 @@ class _CellClient(NotebookOutputs):
         if self.started_at is None and (msg_type == "execute_input" or state == "busy"):
             self.started_at = time.monotonic()
             self.began.set()
+            if self.on_started is not None:
+                self.on_started()
         if state == "idle":
             self.idle.set()
         return super().process_message(msg, cell, cell_index)
@@ -159,6 +163,16 @@ class KernelWorkspace:
         self._lock = asyncio.Lock()
         self._interrupts = 0
         self._closed = False
+
+    @property
+    def busy(self) -> bool:
+        """Whether a request of the workspace is in the kernel now (a cell runs)."""
+        return self._lock.locked()
+
+    async def idle(self) -> None:
+        """Wait until no request of the workspace is in the kernel."""
+        async with self._lock:
+            pass
 
     # --- life cycle -------------------------------------------------------------------------
 
@@ -258,14 +272,35 @@ class KernelWorkspace:
                 continue
             if skip is not None and skip(cell):
                 continue
-            scratch = new_code_cell(cell.source, {})
-            async with self._lock:
-                self._scratch.nb.cells = [scratch]
-                execution = await self._run(self._scratch, scratch, 0, cell.id, timeout)
+            execution = await self.run_source(cell.source, timeout, cell_id=cell.id)
             executions.append(execution)
             if stop_on_error and execution.status is not CellStatus.OK:
                 break
         return executions
+
+    async def run_source(
+        self,
+        source: str,
+        timeout: float,
+        *,
+        cell_id: str = "",
+        on_started: Callable[[], None] | None = None,
+    ) -> Execution:
+        """Run ``source`` in the kernel as a cell outside the notebook: its outputs are
+        returned (as an :class:`Execution` named ``cell_id``), the notebook is not changed.
+
+        Serialised with every other request of the workspace; ``on_started`` is called when
+        the kernel begins it (after the requests before it ended). ``timeout`` as in
+        :meth:`run_cell`.
+        """
+        scratch = new_code_cell(source, {})
+        async with self._lock:
+            self._scratch.nb.cells = [scratch]
+            self._scratch.on_started = on_started
+            try:
+                return await self._run(self._scratch, scratch, 0, cell_id, timeout)
+            finally:
+                self._scratch.on_started = None
 
     # --- the Workspace protocol -------------------------------------------------------------
 

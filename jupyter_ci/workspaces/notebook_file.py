@@ -45,8 +45,15 @@ def load_notebook(path: Path) -> nbformat.NotebookNode:
         nbformat.NotebookNode,
         nbformat.read(path, as_version=4),  # type: ignore[no-untyped-call]
     )
-    if notebook.nbformat_minor < 5:
-        notebook.nbformat_minor = 5
+    ensure_cell_ids(notebook)
+    return notebook
+
+
+def ensure_cell_ids(notebook: nbformat.NotebookNode) -> None:
+    """Make ``notebook`` nbformat 4.5 with unique cell ids: a cell without an id, or with one
+    another cell already has, gets a fresh id (the others keep theirs)."""
+    if notebook.get("nbformat_minor", 5) < 5:
+        notebook["nbformat_minor"] = 5
     seen: set[str] = set()
     for cell in notebook.cells:
         cell_id = cell.get("id")
@@ -54,7 +61,6 @@ def load_notebook(path: Path) -> nbformat.NotebookNode:
             cell_id = new_cell_id()
         cell["id"] = cell_id
         seen.add(cell_id)
-    return notebook
 
 
 def notebook_text(notebook: nbformat.NotebookNode) -> str:

@@ -31,7 +31,7 @@ export type TerminalRunState = 'done' | 'failed' | 'stopped';
  * show for it.
  */
 export type DoneReason =
-  'answered' | 'max_steps' | 'inserted' | 'rejected' | 'fixed';
+  'answered' | 'max_steps' | 'inserted' | 'rejected' | 'fixed' | 'called';
 
 /**
  * Why a run ended failed. Each title is the words the status line and the panel
@@ -785,7 +785,11 @@ export interface IRunInfo {
    * The client_id of the tab that started the run (its calls go only there).
    */
   owner: string;
-  origin: 'panel' | 'magic';
+  /**
+   * panel, magic, or mcp: an outside agent's tool call (its owner is the tab
+   * that has the notebook open).
+   */
+  origin: 'panel' | 'magic' | 'mcp';
   state: RunState;
   prompt: string;
   anchor_cell_id: string | null;
@@ -1053,7 +1057,8 @@ export const DONE_REASON_TITLES: Record<DoneReason, string> = {
   max_steps: 'reached the step limit',
   inserted: 'inserted, not run',
   rejected: 'rejected in review',
-  fixed: 'fixed'
+  fixed: 'fixed',
+  called: 'done'
 };
 
 /**
@@ -1091,6 +1096,7 @@ export const END_REASON_TITLES: Record<EndReason, string> = {
   inserted: 'inserted, not run',
   rejected: 'rejected in review',
   fixed: 'fixed',
+  called: 'done',
   max_attempts: 'the cell still failed at the last attempt',
   model_error: 'model error',
   config_error: 'configuration error',

@@ -73,6 +73,8 @@ class LabWorkspace:
         self._lost: JupyterCIError | None = None
         self._lost_fate: KernelFate | None = None
         self._stuck = False
+        #: Called when the kernel begins a cell this workspace runs (its ``execute_input``).
+        self.on_cell_started: Callable[[], None] | None = None
 
     # --- the Workspace protocol -----------------------------------------------------------
 
@@ -137,6 +139,8 @@ class LabWorkspace:
                 value = progress.get("started_at")
                 started_at.append(float(value) if isinstance(value, (int, float)) else time.time())
                 started.set()
+                if self.on_cell_started is not None:
+                    self.on_cell_started()
 
         interrupts = self._interrupts
         params: dict[str, Any] = {"cell_id": cell_id}

@@ -20,7 +20,7 @@ from ...errors import JupyterCIError
 from ...vocabulary import terminal_states
 
 ROLES = ("user", "assistant", "notice")
-ORIGINS = ("panel", "magic", "cli")
+ORIGINS = ("panel", "magic", "cli", "mcp")
 
 #: What to do about any problem: said at the end of every ``problem`` sentence.
 REMEDY = "set c.JupyterCI.db_path to a writable file on a local disk"
