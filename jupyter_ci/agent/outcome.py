@@ -48,12 +48,20 @@ def live_line(
         return start + "queued behind another request in this kernel"
     if state is RunState.AWAITING_APPROVAL and reason == "missing_package":
         return start + "a package is missing — install it and continue?"
-    if agent is not None and state is RunState.GENERATING:
-        return start + "writing"
+    if agent is not None:
+        return start + _AGENT_WORDS.get(state, str(state.value).replace("_", " "))
     line = start + str(state.value).replace("_", " ")
     if attempt is not None and max_attempts is not None:
         line += f" — attempt {attempt}/{max_attempts}"
     return line
+
+
+#: What an outside agent's run is doing, by state (it has one cell and one try).
+_AGENT_WORDS = {
+    RunState.GENERATING: "writing a cell",
+    RunState.AWAITING_APPROVAL: "waiting for your review",
+    RunState.EXECUTING: "running a cell",
+}
 
 
 def end_words(state: RunState, reason: str) -> str:

@@ -24,11 +24,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..agent.cells import RunCells
-from ..agent.loop import AgentRun, Approver, EventCallback, RunRequest
+from ..agent.loop import AgentRun, Approver, EventCallback, ReviewDecision, RunRequest
 from ..agent.run_base import _Finish, _Rejected
 from ..agent.states import RunState
 from ..agent.workspace import Execution, Workspace
-from ..errors import InternalError
+from ..errors import InternalError, JupyterCIError
 from ..execution.status import CellStatus
 from ..models.base import ModelReply, TextCallback
 
@@ -91,7 +91,7 @@ class McpRun(AgentRun):
             ExternalAgent(agent),
             run_id=run_id,
             on_event=on_event,
-            approve=approve,
+            approve=self._noting(approve) if approve is not None else None,
         )
         self.agent = agent
         self.cells = RunCells(workspace, self.run_id, None, self.emit, agent=agent)
@@ -103,6 +103,15 @@ class McpRun(AgentRun):
         self.began: float | None = None
         #: How the call's cell ended (or what the user decided instead).
         self.done: asyncio.Future[CallOutcome] = asyncio.get_running_loop().create_future()
+        #: Waits for the kernel's turn before a cell runs (live: the run manager's lane).
+        self.turn: Callable[[], Awaitable[None]] | None = None
+        #: Stops the run as its Stop does (live: through the run manager); None: :meth:`stop`.
+        self.stop_hook: Callable[[], Awaitable[None]] | None = None
+        #: Puts what the call did on disk before the call returns (live: the tab saves).
+        self.persist: Callable[[], Awaitable[None]] | None = None
+        self._persisted = False
+        self._waiting_turn = False
+        self._decision: ReviewDecision | None = None
         # The workspace says when the kernel begins a cell (each call has its own workspace).
         workspace_hooks: Any = workspace
         workspace_hooks.on_cell_started = self._began
@@ -110,6 +119,8 @@ class McpRun(AgentRun):
     async def run(self) -> Any:
         """Do the call's steps; the run ends as they end (see :meth:`AgentRun.guarded`)."""
         outcome = await self.guarded(self._call_steps)
+        if not self._persisted:
+            await self._persist()  # what the call did before it failed or was stopped
         if not self.done.done():
             error = outcome.error or InternalError("The call ended without a result.")
             self.done.set_exception(error)
@@ -125,7 +136,7 @@ class McpRun(AgentRun):
     def activity(self) -> str:
         """What the call is doing now, in a few words (for progress notifications)."""
         state = self.machine.state
-        if state is RunState.QUEUED:
+        if state is RunState.QUEUED or self._waiting_turn:
             return "queued behind another request in this kernel"
         if state is RunState.AWAITING_APPROVAL:
             return "waiting for the user's review in JupyterLab"
@@ -151,11 +162,11 @@ class McpRun(AgentRun):
         return cell_id
 
     async def edit(self, cell_id: str, before: str, after: str) -> None:
-        """Replace a cell's code; the record (and JupyterLab) shows the diff."""
+        """Replace a cell's code; the record (and JupyterLab, under the cell) shows the diff."""
         self._move(RunState.GENERATING)
         self.cell_id = cell_id
         self.cells.adopt(cell_id)
-        await self.cells.rewrite(cell_id, before, after, 1, cause="fix")
+        await self.cells.rewrite(cell_id, before, after, 1, cause="agent")
 
     async def delete(self, cell_id: str) -> None:
         """Delete a cell (the tools allow the agent's own, unedited ones only)."""
@@ -167,10 +178,17 @@ class McpRun(AgentRun):
         """In review mode, wait for the user's decision on the cell: its code to run and
         whether they ran it themselves; None (and the call's outcome says so) on a Reject."""
         self.cell_id = cell_id
+        if cell_id not in self.cells.ids:
+            # A cell this run did not write: it is the one proposed to run (the tab shows the
+            # review on it, the record has it).
+            self.cells.adopt(cell_id)
+            self.emit(
+                "cell_updated", cell_id=cell_id, source=source, diff="", attempt=1, cause="agent"
+            )
         try:
             return await self._review(cell_id, source, 1)
         except _Rejected:
-            self._resolve(CallOutcome(cell_id, decision="rejected", comment=self._comment()))
+            await self._settle(CallOutcome(cell_id, decision="rejected", comment=self._comment()))
             return None
 
     async def run_cell(self, cell_id: str, source: str) -> None:
@@ -179,6 +197,12 @@ class McpRun(AgentRun):
         self.cell_id = cell_id
         if self.machine.state is RunState.QUEUED:
             self._move(RunState.GENERATING)  # the agent wrote the code: the run's first step
+        if self.turn is not None:
+            self._waiting_turn = True
+            try:
+                await self.turn()
+            finally:
+                self._waiting_turn = False
         decision: str | None = None
         ran = False
         if self.settings.mode == "review":
@@ -195,7 +219,7 @@ class McpRun(AgentRun):
         else:
             execution, _ = await self._execute(cell_id, 1)
         await self.files.settle()
-        self._resolve(
+        await self._settle(
             CallOutcome(cell_id, execution, decision, edited, files=list(self.files.changed))
         )
         super()._end_if_over(execution.status)
@@ -205,9 +229,9 @@ class McpRun(AgentRun):
         """End the run: the call did what it asked."""
         raise _Finish(RunState.DONE, "called")
 
-    def resolve_change(self, cell_id: str) -> None:
+    async def resolve_change(self, cell_id: str) -> None:
         """A call without a cell to run (an insert, an edit, a delete) is done."""
-        self._resolve(CallOutcome(cell_id))
+        await self._settle(CallOutcome(cell_id))
 
     # --- the loop's hooks -------------------------------------------------------------------
 
@@ -218,9 +242,30 @@ class McpRun(AgentRun):
         if self.began is None:
             self.began = time.monotonic()
 
-    def _comment(self) -> str | None:
-        return None
+    def _noting(self, approve: Approver) -> Approver:
+        """The approver, keeping the user's decision (a Reject's comment, when there is one)."""
 
-    def _resolve(self, outcome: CallOutcome) -> None:
+        async def noted(cell_id: str, source: str, diff: str) -> ReviewDecision:
+            self._decision = await approve(cell_id, source, diff)
+            return self._decision
+
+        return noted
+
+    def _comment(self) -> str | None:
+        comment = getattr(self._decision, "comment", None)
+        return str(comment) if comment else None
+
+    async def _settle(self, outcome: CallOutcome) -> None:
+        """The call's outcome, once what it did is on disk."""
+        await self._persist()
         if not self.done.done():
             self.done.set_result(outcome)
+
+    async def _persist(self) -> None:
+        if self.persist is None:
+            return
+        self._persisted = True
+        try:
+            await self.persist()
+        except JupyterCIError:  # the tab is gone: its notebook is not ours to write
+            return

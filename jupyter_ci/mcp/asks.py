@@ -86,7 +86,7 @@ class Asks:
         backend = self.notebooks.backend
         if backend.resolve is None or backend.make_model is None:
             raise ToolFailure("ask needs jupyter-ci's model, which this server does not have.")
-        settings = backend.resolve(options)
+        settings = backend.resolve({"options": options})
         model = backend.make_model(settings)
         await self.notebooks.file(path).writable()
         recording = await Recording.start(backend.recorder, path, request, settings)

@@ -52,10 +52,11 @@ class LocalJupyter:
         layers: list[Layer] = self.config.as_layers()
         return resolve_settings(layers)
 
-    def resolve(self, options: Mapping[str, Any]) -> Settings:
+    def resolve(self, request: Mapping[str, Any]) -> Settings:
         """A request's settings: its options (untrusted) over the trusted ones."""
+        options = dict(request.get("options") or {})
         return resolve_settings(
-            [*self.config.as_layers(), Layer("this request", dict(options))],
+            [*self.config.as_layers(), Layer("this request", options)],
             keyless_endpoints=not self.keyring.keys.get(self.server_settings().api_key_env),
         )
 

@@ -65,7 +65,8 @@ class Backend:
     #: The run manager and the hub of the JupyterLab tabs (None without a server: all headless).
     manager: Any = None
     hub: Any = None
-    #: A request's settings (its options over the server's) and its model, for ``ask``.
+    #: A request's settings (its ``options`` and ``user_options`` over the server's, as a
+    #: ``start_run`` request's) and a model for them (``ask``).
     resolve: Callable[[Mapping[str, Any]], Settings] | None = None
     make_model: Callable[[Settings], Model] | None = None
 
@@ -192,7 +193,12 @@ class Notebooks:
             if at == path and not run.done.done() and run.machine.state is RunState.EXECUTING
         ]
         for run in running:
-            run.stop("user")
+            if run.stop_hook is not None:
+                task = asyncio.ensure_future(run.stop_hook())
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+            else:
+                run.stop("user")
         return bool(running)
 
     async def interrupt(self, path: str) -> bool:
@@ -276,6 +282,14 @@ class Notebooks:
                 "(Kernel > Change Kernel), then call again."
             )
 
+        manager = self.backend.manager
+        with manager.probes.workspace(tab, path) as probe:
+            options = await probe.run_options()
+        if self.backend.resolve is not None:
+            # Review mode and the like are the user's (their JupyterLab settings win).
+            mode = self.backend.resolve({"user_options": {"mode": options.get("mode")}}).mode
+            settings = replace(settings, mode=mode)
+
         def drive(
             request: RunRequest,
             workspace: Any,
@@ -283,13 +297,17 @@ class Notebooks:
             on_event: EventCallback,
             approve: Approver,
         ) -> McpRun:
+            workspace.undoable_edits = True
             run = McpRun(
                 request, workspace, agent=agent, run_id=run_id, on_event=on_event, approve=approve
             )
             run.steps = steps
+            # Without real-time collaboration too, what the agent did is on disk.
+            run.persist = workspace.save
+            run.turn = lambda: manager.take_turn(run_id)
+            run.stop_hook = lambda: manager.stop(tab, run_id)
             return run
 
-        manager = self.backend.manager
         managed = await manager.start_driven(tab, path, kernel_id, prompt, settings, drive)
         run: McpRun = managed.agent
         return run

@@ -139,7 +139,7 @@ class NotebookTools:
             cell_id = await run.insert(after, source, cell_type)
             self.notebooks.authored(path, cell_id, caller.agent, source)
             self.notebooks.added(caller.session, path, cell_id)
-            run.resolve_change(cell_id)
+            await run.resolve_change(cell_id)
             run.finish()
 
         run = await self._start(caller, path, f"{caller.agent}: insert a {cell_type} cell", steps)
@@ -164,7 +164,7 @@ class NotebookTools:
             author = self.notebooks.author_of(path, cell.id)
             if author is not None and author[0] == caller.agent:
                 self.notebooks.authored(path, cell.id, caller.agent, source)
-            run.resolve_change(cell.id)
+            await run.resolve_change(cell.id)
             run.finish()
 
         run = await self._start(caller, path, f"{caller.agent}: edit cell {cell.id}", steps)
@@ -182,7 +182,7 @@ class NotebookTools:
         async def steps(run: McpRun) -> None:
             await run.delete(cell.id)
             self.notebooks.forget_cell(path, cell.id)
-            run.resolve_change(cell.id)
+            await run.resolve_change(cell.id)
             run.finish()
 
         run = await self._start(caller, path, f"{caller.agent}: delete cell {cell.id}", steps)

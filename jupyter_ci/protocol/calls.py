@@ -31,6 +31,7 @@ class InsertCellCall(CallBase):
     after_id: str | None
     source: str
     metadata: dict[str, Any]
+    cell_type: NotRequired[Literal["code", "markdown", "raw"]]
 
 
 class AppendSourceCall(CallBase):
@@ -47,6 +48,7 @@ class ReplaceSourceCall(CallBase):
     method: Literal["replace_source"]
     cell_id: str
     source: str
+    undoable: NotRequired[bool]
 
 
 class DeleteCellCall(CallBase):
@@ -77,6 +79,18 @@ class InterruptCall(CallBase):
     method: Literal["interrupt"]
 
 
+class RunOptionsCall(CallBase):
+    """The user's run options in the tab (their JupyterLab settings for jupyter-ci)."""
+
+    method: Literal["run_options"]
+
+
+class SaveCall(CallBase):
+    """Save the notebook, as the user's Save does."""
+
+    method: Literal["save"]
+
+
 Call = (
     ReadCellsCall
     | InsertCellCall
@@ -86,6 +100,8 @@ Call = (
     | RunCellCall
     | EvaluateCall
     | InterruptCall
+    | RunOptionsCall
+    | SaveCall
 )
 
 
@@ -102,6 +118,7 @@ class CallResult(TypedDict):
     started_at: NotRequired[float | None]
     truncated: NotRequired[bool]
     text: NotRequired[str]
+    options: NotRequired[dict[str, Any]]
 
 
 class CallFailure(TypedDict):

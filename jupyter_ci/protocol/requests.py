@@ -108,6 +108,7 @@ class RunInfo(TypedDict):
     kernel_id: str
     owner: str
     origin: Literal["panel", "magic", "mcp"]
+    agent: NotRequired[str]
     state: RunStateName
     prompt: str
     anchor_cell_id: str | None

@@ -173,7 +173,7 @@ class JupyterCIServer(ExtensionApp):
             recorder=self.manager.recorder,
             manager=self.manager,
             hub=self.hub,
-            resolve=lambda options: self.resolve_request({"options": options}),
+            resolve=self.resolve_request,
             make_model=self.make_model,
         )
         service = module.McpService(backend)

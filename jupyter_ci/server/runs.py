@@ -87,6 +87,8 @@ class ManagedRun:
     grace_timer: asyncio.TimerHandle | None = None
     writes: asyncio.Queue[dict[str, Any] | None] = field(default_factory=asyncio.Queue)
     writer: asyncio.Task[None] | None = None
+    #: A driven run waiting for its kernel's turn (see RunManager.take_turn).
+    turn: asyncio.Future[None] | None = None
     created: float = field(default_factory=time.time)
     #: The sequence number of the latest event (tokens included).
     seq: int = 0
@@ -98,7 +100,9 @@ class ManagedRun:
 
     def info(self, position: int) -> dict[str, Any]:
         """The run's RunInfo."""
+        agent = {"agent": self.agent.agent} if self.agent.agent is not None else {}
         return {
+            **agent,
             "run_id": self.run_id,
             "notebook_path": self.notebook_path,
             "kernel_id": self.kernel_id,
@@ -140,6 +144,8 @@ class RunManager:
         #: The server's root directory (attached files are read below it).
         self.root_dir = root_dir
         self._lanes: dict[str, list[ManagedRun]] = {}
+        #: Driven runs not in a lane: they do not need the kernel (yet).
+        self._free: list[ManagedRun] = []
         self._runs: dict[str, ManagedRun] = {}
         self._finished: list[str] = []
         #: Handoff nonces accepted: the tab that claimed each, and what its request led to.
@@ -157,6 +163,7 @@ class RunManager:
         infos: list[dict[str, Any]] = []
         for lane in self._lanes.values():
             infos.extend(run.info(position) for position, run in enumerate(lane))
+        infos.extend(run.info(0) for run in self._free)
         return infos
 
     def get(self, run_id: str) -> ManagedRun | None:
@@ -423,9 +430,10 @@ class RunManager:
         (origin ``mcp``), acted out through the tab ``client_id``, which has the notebook open.
 
         ``drive`` makes the run as the loop's is made (its request, the Lab workspace whose
-        calls go to that tab, its run id, the event callback, the approver). It shares the
-        kernel's lane: queued behind the active run (never refused, as a %%ci is not), its
-        events recorded and shown like any run's, Stop and review as for any run.
+        calls go to that tab, its run id, the event callback, the approver). It starts at once
+        (inserting or editing a cell needs no kernel); before it runs a cell it takes the
+        kernel's turn (:meth:`take_turn`: behind the active run, never refused, as a %%ci is
+        not). Its events are recorded and shown like any run's; Stop and review as for any run.
         """
         if self._closing:
             raise RunRefused("server_shutdown", "The server is shutting down.")
@@ -437,12 +445,29 @@ class RunManager:
             )
         request = {"notebook_path": notebook_path, "kernel_id": kernel_id, "prompt": prompt}
         run = await self._create(client_id, request, settings, None, origin, drive=drive)
-        lane = self._lanes.setdefault(kernel_id, [])
-        lane.append(run)
-        if len(lane) == 1:
-            self._launch(run)
+        self._free.append(run)
+        self._launch(run)
         self._announce()
         return run
+
+    async def take_turn(self, run_id: str) -> None:
+        """A driven run is about to use its kernel: it joins the kernel's lane and this returns
+        once it is the kernel's active run (one run at a time per kernel). Raises the run's
+        stop when it is stopped while it waits."""
+        run = self._runs[run_id]
+        if run in self._free:
+            self._free.remove(run)
+        lane = self._lanes.setdefault(run.kernel_id, [])
+        if run not in lane:
+            lane.append(run)
+        self._announce()
+        if lane[0] is run:
+            return
+        run.turn = asyncio.get_running_loop().create_future()
+        try:
+            await run.turn
+        finally:
+            run.turn = None
 
     async def _create(
         self,
@@ -573,6 +598,8 @@ class RunManager:
         return outcome
 
     async def _finish(self, run: ManagedRun, outcome: RunOutcome) -> None:
+        if run in self._free:
+            self._free.remove(run)
         lane = self._lanes.get(run.kernel_id, [])
         if run in lane:
             lane.remove(run)
@@ -585,6 +612,8 @@ class RunManager:
         self.log.info("jupyter-ci: run %s ended: %s", run.run_id, outcome.status_line())
         if lane and lane[0].task is None:
             self._launch(lane[0])
+        elif lane and lane[0].turn is not None and not lane[0].turn.done():
+            lane[0].turn.set_result(None)  # a driven run waiting for the kernel: its turn
         self._announce()
 
     def _stop(self, run: ManagedRun, reason: str, error: JupyterCIError) -> None:
@@ -594,6 +623,8 @@ class RunManager:
         for future in run.reviews.values():
             if not future.done():
                 future.set_exception(StoppedByUser())
+        if run.turn is not None and not run.turn.done():
+            run.turn.set_exception(StoppedByUser())
         if run.task is None:
             # Queued: it ends at once (stopped) without touching the notebook.
             self._launch(run)

@@ -9,6 +9,7 @@ import { CallError, evaluateExpression, executeCell } from './execute';
 import { Lifecycle } from './lifecycle';
 import { IFoundCell, NotebookIndex } from './notebooks';
 import { capOutputs, MAX_OUTPUT_BYTES } from './outputs';
+import { CELL_METADATA_KEY } from './protocol';
 import type {
   Call,
   CallReply,
@@ -49,6 +50,7 @@ export class NotebookBridge extends Lifecycle {
     this._streamer = options.streamer;
     this._decorations = options.decorations;
     this._timings = options.timings;
+    this._userOptions = options.userOptions;
     this.listen(this._connection.calls, this._onCall);
     this.listen(this._connection.events, this._onEvent);
   }
@@ -135,7 +137,14 @@ export class NotebookBridge extends Lifecycle {
       case 'replace_source': {
         const found = this._cell(path, call.cell_id);
         this._streamer.discard(found.model);
-        SourceStreamer.replace(found.model, call.source);
+        if (call.undoable) {
+          // An outside agent's edit: in the cell's undo history (Ctrl+Z restores the
+          // user's code).
+          const shared = found.model.sharedModel;
+          shared.transact(() => shared.setSource(call.source), true);
+        } else {
+          SourceStreamer.replace(found.model, call.source);
+        }
         this._decorations.update(call.cell_id, { streaming: false });
         return {};
       }
@@ -157,6 +166,11 @@ export class NotebookBridge extends Lifecycle {
       }
       case 'interrupt':
         await Private.kernelOf(panel).interrupt();
+        return {};
+      case 'run_options':
+        return { options: this._userOptions() };
+      case 'save':
+        await panel.context.save();
         return {};
       default:
         throw new CallError(
@@ -183,13 +197,17 @@ export class NotebookBridge extends Lifecycle {
     let cellId = '';
     shared.transact(() => {
       const cell = shared.insertCell(index, {
-        cell_type: 'code',
+        cell_type: call.cell_type ?? 'code',
         source: call.source,
         metadata: call.metadata as nbformat.ICodeCellMetadata
       });
       cellId = cell.getId();
     }, false);
-    this._decorations.update(cellId, { streaming: call.source === '' });
+    const agent = Private.agentOf(call.metadata);
+    this._decorations.update(cellId, {
+      streaming: call.source === '',
+      ...(agent !== null && { agent })
+    });
     this._reveal(panel, index, call.after_id);
     return cellId;
   }
@@ -300,6 +318,9 @@ export class NotebookBridge extends Lifecycle {
   ): void => {
     switch (event.type) {
       case 'attempt':
+        if (this._runs.get(event.run_id)?.origin === 'mcp') {
+          break; // an outside agent's cell has one try per call: no "attempt" to show
+        }
         this._decorations.update(event.cell_id, {
           attempt: event.attempt,
           maxAttempts: event.max_attempts
@@ -323,6 +344,15 @@ export class NotebookBridge extends Lifecycle {
           if (this._ownRuns.has(event.run_id)) {
             this._decorations.recordStopped(event.cell_id);
           }
+        } else if (event.cause === 'agent') {
+          // An outside agent's edit (a diff), or the code it asks to run (none).
+          const agent = this._runs.get(event.run_id)?.agent ?? 'an agent';
+          this._decorations.update(
+            event.cell_id,
+            event.diff
+              ? { diff: event.diff, streaming: false, changedBy: agent }
+              : { streaming: false }
+          );
         } else {
           this._decorations.update(
             event.cell_id,
@@ -374,6 +404,7 @@ export class NotebookBridge extends Lifecycle {
   private readonly _streamer: SourceStreamer;
   private readonly _decorations: CellDecorations;
   private readonly _timings: CallTimings;
+  private readonly _userOptions: () => Record<string, unknown>;
   private readonly _answers = new Map<string, Private.IAnswer>();
   private readonly _progress = new Map<string, ICallProgress>();
   private readonly _ownRuns = new Set<string>();
@@ -390,6 +421,10 @@ export namespace NotebookBridge {
     streamer: SourceStreamer;
     decorations: CellDecorations;
     timings: CallTimings;
+    /**
+     * The user's run options (their JupyterLab settings), for `run_options`.
+     */
+    userOptions: () => Record<string, unknown>;
   }
 }
 
@@ -407,6 +442,18 @@ namespace Private {
   export interface IAnswer {
     reply: Promise<CallReply>;
     answeredAt: number | null;
+  }
+
+  /**
+   * The outside agent named in a cell's `jupyter_ci` hint, if any.
+   */
+  export function agentOf(metadata: Record<string, unknown>): string | null {
+    const hint = metadata[CELL_METADATA_KEY];
+    if (typeof hint === 'object' && hint !== null) {
+      const agent = (hint as Record<string, unknown>)['agent'];
+      return typeof agent === 'string' && agent ? agent : null;
+    }
+    return null;
   }
 
   export function notOpen(path: string, wasOpen: boolean): CallError {

@@ -130,7 +130,8 @@ export type ResumeMetadataKey = 'jupyter_ci_resume';
 
 /**
  * jupyter-ci's key in cell metadata: the stamp of a %%ci cell ({client}) or the
- * hint on a generated cell ({run_id, ...}).
+ * hint on a generated cell ({run_id, ...}; agent: the outside agent that added
+ * it, an MCP client's name).
  */
 export type CellMetadataKey = 'jupyter_ci';
 
@@ -297,9 +298,10 @@ export interface ICellUpdatedEvent extends IEventBase {
    * user's cell; edited: the user's edit in review; reproposed: the model's
    * other proposal after a Reject. stopped: the run was stopped while the model
    * wrote this cell; its code is commented out, so it never runs unedited (Run
-   * All included).
+   * All included). agent: an outside agent's (MCP) code for the cell: its edit
+   * (diff from the code before), or the code it asks to run (diff empty).
    */
-  cause: 'streamed' | 'fix' | 'edited' | 'reproposed' | 'stopped';
+  cause: 'streamed' | 'fix' | 'edited' | 'reproposed' | 'stopped' | 'agent';
 }
 
 /**
@@ -444,6 +446,11 @@ export interface IInsertCellCall extends ICallBase {
   after_id: string | null;
   source: string;
   metadata: Record<string, unknown>;
+  /**
+   * The new cell's type (default code); an outside agent (MCP) may insert
+   * markdown or raw cells.
+   */
+  cell_type?: 'code' | 'markdown' | 'raw';
 }
 
 export interface IAppendSourceCall extends ICallBase {
@@ -456,6 +463,12 @@ export interface IReplaceSourceCall extends ICallBase {
   method: 'replace_source';
   cell_id: string;
   source: string;
+  /**
+   * Make the change in the cell's undo history, so the user undoes it with
+   * Ctrl+Z (an outside agent's edit_cell); default false: a fix or streamed
+   * code stays out of it.
+   */
+  undoable?: boolean;
 }
 
 /**
@@ -498,6 +511,24 @@ export interface IInterruptCall extends ICallBase {
 }
 
 /**
+ * The run options the user set in this tab (their JupyterLab settings for
+ * jupyter-ci), as a request's user_options: the reply's options. An outside
+ * agent's run (MCP) has no request from the tab to carry them (review mode is
+ * one).
+ */
+export interface IRunOptionsCall extends ICallBase {
+  method: 'run_options';
+}
+
+/**
+ * Save the notebook (as the user's Save does): an outside agent's cells are on
+ * disk without real-time collaboration too.
+ */
+export interface ISaveCall extends ICallBase {
+  method: 'save';
+}
+
+/**
  * Discriminated by `method`.
  */
 export type Call =
@@ -508,7 +539,9 @@ export type Call =
   | IDeleteCellCall
   | IRunCellCall
   | IEvaluateCall
-  | IInterruptCall;
+  | IInterruptCall
+  | IRunOptionsCall
+  | ISaveCall;
 
 /**
  * The browser's successful reply to a call. Which fields are set depends on the
@@ -546,6 +579,10 @@ export interface ICallResult {
    * it (no expression asked, or the cell failed).
    */
   text?: string;
+  /**
+   * run_options: the user's run options in this tab.
+   */
+  options?: Record<string, unknown>;
 }
 
 /**
@@ -790,6 +827,11 @@ export interface IRunInfo {
    * that has the notebook open).
    */
   origin: 'panel' | 'magic' | 'mcp';
+  /**
+   * origin mcp: the outside agent whose call it is (the MCP client's name, as
+   * the cells it adds are badged).
+   */
+  agent?: string;
   state: RunState;
   prompt: string;
   anchor_cell_id: string | null;
@@ -998,6 +1040,8 @@ export interface IProtocolDefinitions {
   RunCellCall: IRunCellCall;
   EvaluateCall: IEvaluateCall;
   InterruptCall: IInterruptCall;
+  RunOptionsCall: IRunOptionsCall;
+  SaveCall: ISaveCall;
   Call: Call;
   CallResult: ICallResult;
   CallFailure: ICallFailure;
@@ -1184,7 +1228,8 @@ export const RESUME_METADATA_KEY: ResumeMetadataKey = 'jupyter_ci_resume';
 
 /**
  * jupyter-ci's key in cell metadata: the stamp of a %%ci cell ({client}) or the
- * hint on a generated cell ({run_id, ...}).
+ * hint on a generated cell ({run_id, ...}; agent: the outside agent that added
+ * it, an MCP client's name).
  */
 export const CELL_METADATA_KEY: CellMetadataKey = 'jupyter_ci';
 

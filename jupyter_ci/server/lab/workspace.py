@@ -75,6 +75,9 @@ class LabWorkspace:
         self._stuck = False
         #: Called when the kernel begins a cell this workspace runs (its ``execute_input``).
         self.on_cell_started: Callable[[], None] | None = None
+        #: Source replacements go into the cell's undo history (an outside agent's edits: the
+        #: user's original is one Ctrl+Z away); the loop's fixes and streaming do not.
+        self.undoable_edits = False
 
     # --- the Workspace protocol -----------------------------------------------------------
 
@@ -88,12 +91,19 @@ class LabWorkspace:
         after_id: str | None,
         source: str = "",
         metadata: Mapping[str, Any] | None = None,
+        *,
+        cell_type: str = "code",
     ) -> str:
-        """Insert a code cell after ``after_id`` (at the top when None); return its id."""
-        reply = await self._call(
-            "insert_cell",
-            {"after_id": after_id, "source": source, "metadata": dict(metadata or {})},
-        )
+        """Insert a cell (code, unless ``cell_type`` says otherwise) after ``after_id`` (at
+        the top when None); return its id."""
+        params: dict[str, Any] = {
+            "after_id": after_id,
+            "source": source,
+            "metadata": dict(metadata or {}),
+        }
+        if cell_type != "code":
+            params["cell_type"] = cell_type
+        reply = await self._call("insert_cell", params)
         cell_id = reply.get("cell_id")
         if not isinstance(cell_id, str) or not cell_id:
             raise InternalError("The browser inserted a cell but did not say its id.")
@@ -104,8 +114,12 @@ class LabWorkspace:
         await self._call("append_source", {"cell_id": cell_id, "text": text})
 
     async def replace_source(self, cell_id: str, source: str) -> None:
-        """Replace the cell's source (a fix, or the user's edit in review)."""
-        await self._call("replace_source", {"cell_id": cell_id, "source": source})
+        """Replace the cell's source (a fix, or the user's edit in review; an outside agent's
+        edit, undoably, with :attr:`undoable_edits`)."""
+        params: dict[str, Any] = {"cell_id": cell_id, "source": source}
+        if self.undoable_edits:
+            params["undoable"] = True
+        await self._call("replace_source", params)
 
     async def delete_cell(self, cell_id: str) -> None:
         """Delete a generated cell the user did not edit (``--regenerate`` only)."""
@@ -211,6 +225,18 @@ class LabWorkspace:
         """Interrupt the kernel (Stop): through the server's kernel manager when it can."""
         self._interrupts += 1
         await self._interrupt()
+
+    # --- what an outside agent's run also asks of the tab -----------------------------------
+
+    async def run_options(self) -> dict[str, Any]:
+        """The user's run options in the tab (their JupyterLab settings for jupyter-ci)."""
+        reply = await self._call("run_options")
+        options = reply.get("options")
+        return dict(options) if isinstance(options, Mapping) else {}
+
+    async def save(self) -> None:
+        """Save the notebook in the tab (as the user's Save does)."""
+        await self._call("save")
 
     # --- what the run manager tells it -----------------------------------------------------
 
