@@ -50,6 +50,20 @@ class McpHandler(BaseHandler):
         self._exchange = TornadoExchange(self)
         await serve_asgi(service.asgi, self, self._exchange)
 
+    def check_xsrf_cookie(self) -> None:
+        """As every Jupyter POST (a cookie needs its XSRF token; a token needs none), said so
+        that an MCP client without credentials knows what to send."""
+        try:
+            super().check_xsrf_cookie()
+        except web.HTTPError as refused:
+            if self.current_user:
+                raise
+            raise web.HTTPError(
+                403,
+                "jupyter-ci's MCP server needs the Jupyter server's token: send it as "
+                "'Authorization: token <token>' (or 'Bearer <token>').",
+            ) from refused
+
     def on_connection_close(self) -> None:
         """The client went away (an event stream it no longer reads)."""
         if self._exchange is not None:

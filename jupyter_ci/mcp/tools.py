@@ -10,6 +10,7 @@ registers them on the SDK's :class:`~mcp.server.mcpserver.MCPServer`.
 
 from __future__ import annotations
 
+import inspect
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -284,7 +285,8 @@ def register(server: MCPServer, work: NotebookTools, images: ImageStore) -> None
         (variables, READ),
         (ask, RUN),
     ):
-        server.add_tool(tool, name=tool.__name__, annotations=hints)
+        description = " ".join(inspect.cleandoc(tool.__doc__ or "").split())
+        server.add_tool(tool, name=tool.__name__, description=description, annotations=hints)
 
     @server.resource(IMAGE_URI, name="output image", mime_type="image/png")
     def image(key: str) -> bytes:

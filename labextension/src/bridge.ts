@@ -170,7 +170,11 @@ export class NotebookBridge extends Lifecycle {
       case 'run_options':
         return { options: this._userOptions() };
       case 'save':
-        await panel.context.save();
+        // With real-time collaboration the server saves the shared document itself (a save
+        // from here would be refused as a conflict with its own).
+        if (!panel.context.model.collaborative) {
+          await panel.context.save();
+        }
         return {};
       default:
         throw new CallError(

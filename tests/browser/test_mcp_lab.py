@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import nbformat
+import pytest
 
 from .chat import PANEL, open_chat
 from .lab import ARTIFACTS, Lab
@@ -29,6 +30,7 @@ from .notebooks import (
     wait_until,
     write_notebook,
 )
+from .test_lab_runs import REAL_TIME_COLLABORATION
 from .test_notebook_flows import cell_review, waiting_cell
 
 THEMES = {"light": "JupyterLab Light", "dark": "JupyterLab Dark"}
@@ -98,9 +100,16 @@ def test_an_agents_execute_appears_and_runs_in_the_open_notebook(
     assert added["metadata"]["jupyter_ci"]["agent"] == "claude-code"
     badge = cell_node(page, path, added["id"]).locator('[data-testid="jupyter-ci-badge"]')
     assert badge.inner_text().strip().startswith("added by claude-code")
-    # Saved by the tab: on disk without real-time collaboration.
-    on_disk = nbformat.read(str(Path(model_lab.root_dir) / path), as_version=4)
-    assert [c.source for c in on_disk.cells] == [c["source"] for c in shown]
+
+    # On disk: saved by the tab (with real-time collaboration, by the server's shared document).
+    def saved() -> bool:
+        text = (Path(model_lab.root_dir) / path).read_text()
+        on_disk = nbformat.reads(text, as_version=4) if text.strip() else None
+        return on_disk is not None and [c.source for c in on_disk.cells] == [
+            c["source"] for c in shown
+        ]
+
+    wait_until(saved, 30, "the agent's cell on disk")
     # A run of the notebook's conversation: the panel shows the agent's request and its cell.
     open_chat(page)
     conversation = page.locator(PANEL)
@@ -198,3 +207,31 @@ def test_an_agents_edit_is_a_diff_under_the_cell_and_one_undo_away(
     node.locator(".cm-content").click()
     page.keyboard.press("Control+z")
     wait_until(lambda: cells(page, path)[0]["source"] == "total = 1", 30, "the undo")
+
+
+@pytest.mark.skipif(
+    not REAL_TIME_COLLABORATION, reason="each tab has its own copy without jupyter-collaboration"
+)
+def test_with_real_time_collaboration_every_tab_sees_the_agents_cell_once(
+    model_context: Any, model_lab: Lab
+) -> None:
+    path = write_notebook(model_lab, ["# shared"])
+    first, second = model_context.new_page(), model_context.new_page()
+    with agent(model_lab, "claude-code") as client:
+        open_for_the_agent(first, model_lab, client, path)
+        open_lab_app(second, model_lab)
+        open_notebook(second, path)
+        result = client.result("execute", {"path": path, "code": "'seen once'"})
+    assert result["status"] == "ok", result
+    for page in (first, second):
+
+        def agent_cells(page: Any = page) -> list[dict[str, Any]]:
+            return [c for c in cells(page, path) if c["id"] == result["cell_id"]]
+
+        wait_until(lambda page=page: len(agent_cells(page)) == 1, 30, "the cell in each tab")
+        assert len(cells(page, path)) == 2, dump(page, path)
+        wait_until(
+            lambda page=page: "seen once" in text_of(agent_cells(page)[0]["outputs"]),
+            30,
+            "its output in each tab",
+        )

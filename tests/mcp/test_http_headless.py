@@ -221,6 +221,9 @@ async def test_a_call_without_the_token_is_refused(mcp_url: str, token: str) -> 
                 mcp_url, method="POST", body=body, headers={**headers, **auth}
             )
         assert refused.value.code == 403, auth
+        if not auth:  # what to send, said to a client that sent nothing
+            assert refused.value.response is not None
+            assert b"Authorization: token <token>" in refused.value.response.body
     # The SDK's client cannot even open a session.
     with pytest.raises(Exception) as failed:  # noqa: PT011 - an exception group of the SDK's
         async with http_client(mcp_url, None):
