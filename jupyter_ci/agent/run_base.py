@@ -177,6 +177,8 @@ class RunBase:
         )
         await self.files.settle()
         await self.files.start()
+        if self._stopping:
+            raise StoppedByUser()  # Stop came while the files were listed: the cell never runs
         self.emit("execution_started", cell_id=cell_id, attempt=attempt)
         self._executing = True
         self._cell_task = asyncio.ensure_future(

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..agent.cells import RunCells
+from ..agent.files import Snapshot
 from ..agent.loop import AgentRun, Approver, EventCallback, ReviewDecision, RunRequest
 from ..agent.run_base import _Finish, _Rejected
 from ..agent.states import RunState
@@ -31,6 +32,10 @@ from ..agent.workspace import Execution, Workspace
 from ..errors import InternalError, JupyterCIError
 from ..execution.status import CellStatus
 from ..models.base import ModelReply, TextCallback
+
+#: Turns of the event loop a call's run gives its waiter after the outcome is set (the wait's
+#: callback, then the waiting task), before it goes on with its own end.
+_LET_THE_ANSWER_GO = 3
 
 
 class ExternalAgent:
@@ -109,6 +114,10 @@ class McpRun(AgentRun):
         self.stop_hook: Callable[[], Awaitable[None]] | None = None
         #: Puts what the call did on disk before the call returns (live: the tab saves).
         self.persist: Callable[[], Awaitable[None]] | None = None
+        #: The kernel's files as the previous call's cell left them (its "before"), and where
+        #: this call's "after" goes: no request of its own for either.
+        self.files_before: Snapshot | None = None
+        self.keep_files: Callable[[Snapshot], None] | None = None
         self._persisted = False
         self._waiting_turn = False
         self._decision: ReviewDecision | None = None
@@ -122,9 +131,14 @@ class McpRun(AgentRun):
         if not self._persisted:
             await self._persist()  # what the call did before it failed or was stopped
         if not self.done.done():
-            error = outcome.error or InternalError("The call ended without a result.")
-            self.done.set_exception(error)
-            self.done.exception()  # retrieved: a caller that stopped waiting need not see it
+            if outcome.state is RunState.STOPPED and self.cell_id is not None:
+                # Stopped before its cell ran (waiting for the kernel, or for a review).
+                stopped = Execution(self.cell_id, CellStatus.INTERRUPTED, [])
+                self.done.set_result(CallOutcome(self.cell_id, stopped))
+            else:
+                error = outcome.error or InternalError("The call ended without a result.")
+                self.done.set_exception(error)
+                self.done.exception()  # retrieved: a caller that stopped waiting need not see it
         return outcome
 
     async def _call_steps(self) -> None:
@@ -214,11 +228,15 @@ class McpRun(AgentRun):
             edited = code if code != source else None
         else:
             edited = None
+        if self.files_before is not None:
+            self.files.seed(self.files_before)
         if ran:
             execution, _ = await self._taken_from_notebook(cell_id, 1)
         else:
             execution, _ = await self._execute(cell_id, 1)
         await self.files.settle()
+        if self.keep_files is not None and self.files.latest is not None:
+            self.keep_files(self.files.latest)
         await self._settle(
             CallOutcome(cell_id, execution, decision, edited, files=list(self.files.changed))
         )
@@ -256,10 +274,13 @@ class McpRun(AgentRun):
         return str(comment) if comment else None
 
     async def _settle(self, outcome: CallOutcome) -> None:
-        """The call's outcome, once what it did is on disk."""
-        await self._persist()
+        """The call's outcome; then what it did is put on disk (the call need not wait)."""
         if not self.done.done():
             self.done.set_result(outcome)
+        # The call's answer first: its waiter runs before the rest of the run's end.
+        for _ in range(_LET_THE_ANSWER_GO):
+            await asyncio.sleep(0)
+        await self._persist()
 
     async def _persist(self) -> None:
         if self.persist is None:

@@ -18,7 +18,8 @@ from ..agent.digest import new_nonce, wrap_untrusted
 from ..agent.loop import AgentRun, RunRequest
 from ..errors import JupyterCIError
 from .calls import Caller, failure_of, wait_reporting
-from .notebooks import Notebooks, Recording
+from .notebooks import Notebooks
+from .recording import Recording
 from .results import AskCell, AskResult, ToolFailure
 
 
@@ -89,7 +90,8 @@ class Asks:
         settings = backend.resolve({"options": options})
         model = backend.make_model(settings)
         await self.notebooks.file(path).writable()
-        recording = await Recording.start(backend.recorder, path, request, settings)
+        recording = Recording(backend.recorder, path, request, settings)
+        history = await recording.history()
         events: list[dict[str, Any]] = []
 
         def on_event(event: dict[str, Any]) -> None:
@@ -98,14 +100,13 @@ class Asks:
             recording.event(event)
 
         run = AgentRun(
-            RunRequest(request, settings, history=recording.turns),
+            RunRequest(request, settings, history=history.turns),
             self.notebooks.workspace(path),
             model,
             on_event=on_event,
             use_tools=settings.tool_calling == "on",
         )
-        recording.run_id = run.run_id
-        await recording.begin()
+        recording.begin(run.run_id, history.conversation_id)
         task = asyncio.ensure_future(_run_recorded(run, recording))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

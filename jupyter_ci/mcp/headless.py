@@ -22,7 +22,7 @@ import logging
 import os
 import weakref
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -32,7 +32,7 @@ from tornado.web import HTTPError
 
 from ..agent.files import Snapshot
 from ..agent.workspace import Cell, Execution, Variable
-from ..errors import BadNotebookFile, KernelDied, NotebookUnavailable
+from ..errors import BadNotebookFile, JupyterCIError, KernelDied, NotebookUnavailable
 from ..execution.status import CellStatus
 from ..workspaces.kernel import KernelWorkspace
 from ..workspaces.notebook_file import ensure_cell_ids, new_cell_id
@@ -41,6 +41,9 @@ log = logging.getLogger("jupyter_ci.mcp")
 
 T = TypeVar("T")
 
+#: Seconds a cell's outputs wait before they are written into the file, so that the outputs of
+#: several calls in a row are one write (reads of outputs wait for it).
+WRITE_BEHIND = 0.2
 #: Seconds a kernel may take to answer its first ``kernel_info`` before it counts as dead.
 KERNEL_READY_TIMEOUT = 60.0
 
@@ -78,13 +81,28 @@ def find_index(notebook: Any, path: str, cell_id: str) -> int:
     raise UnknownCell(path, cell_id)
 
 
+@dataclass
+class FileState:
+    """What the MCP layer keeps of one notebook file between calls."""
+
+    #: Writes of the file, one at a time (read, change by cell id, write back).
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    #: The notebook as last read or written, with the file's version then (modification time
+    #: and size): read again only when the version changed.
+    parsed: tuple[tuple[Any, Any], Any] | None = None
+    #: Changes made after their calls returned (cells' outputs), not yet written: written
+    #: together, in order, by one task (``writing``) while there are any.
+    queued: list[Callable[[Any], None]] = field(default_factory=list)
+    writing: asyncio.Future[None] | None = None
+
+
 class NotebookFile:
     """A notebook through the contents manager: read as it is now, changed cell by cell."""
 
-    def __init__(self, contents: Any, path: str, lock: asyncio.Lock) -> None:
+    def __init__(self, contents: Any, path: str, state: FileState | None = None) -> None:
         self.contents = contents
         self.path = path
-        self._lock = lock
+        self._state = state if state is not None else FileState()
 
     async def model(self, *, content: bool) -> dict[str, Any]:
         """The contents manager's model of the notebook; :class:`BadNotebookFile` when there is
@@ -103,11 +121,39 @@ class NotebookFile:
             raise BadNotebookFile(self.path, "is not a notebook", hint="list_notebooks lists them.")
         return cast(dict[str, Any], model)
 
-    async def load(self) -> Any:
-        """The notebook (nbformat 4.5, every cell with an id) as the file has it now."""
-        notebook = (await self.model(content=True))["content"]
+    async def load(self, *, outputs: bool = True) -> Any:
+        """The notebook (nbformat 4.5, every cell with an id) as the file has it now, once the
+        outputs still being written are (without ``outputs``: not waiting for them, the cells
+        and their sources being as they are). Parsed again only when the file changed since it
+        was last read or written; the caller must not change it (:meth:`change` does)."""
+        if outputs:
+            await self._settled()
+        elif self._state.parsed is not None and self._writing():
+            # Outputs are being written: the cells and sources are as last read or written
+            # (and the file is not read while it is written).
+            return self._state.parsed[1]
+        async with self._state.lock:  # never read while it is written
+            return await self._load()
+
+    def _writing(self) -> bool:
+        writing = self._state.writing
+        return self._state.lock.locked() or (writing is not None and not writing.done())
+
+    async def _load(self) -> Any:
+        version = _version(await self.model(content=False))
+        known = self._state.parsed
+        if known is not None and known[0] == version:
+            return known[1]
+        model = await self.model(content=True)
+        notebook = model["content"]
         ensure_cell_ids(notebook)
+        self._state.parsed = (_version(model), notebook)
         return notebook
+
+    async def _settled(self) -> None:
+        writing = self._state.writing
+        if writing is not None and not writing.done():
+            await asyncio.wait({writing})
 
     async def writable(self) -> None:
         """:class:`BadNotebookFile` unless the notebook may be written."""
@@ -131,18 +177,52 @@ class NotebookFile:
     async def change(self, edit: Callable[[Any], T]) -> T:
         """Read the file, apply ``edit`` to its notebook, write it back; returns ``edit``'s
         value. Only what ``edit`` changed differs from what was on disk a moment before."""
-        async with self._lock:
-            model = await self.model(content=True)
-            self._check_writable(model)
-            notebook = model["content"]
-            ensure_cell_ids(notebook)
+        await self._settled()
+        return await self._change(edit)
+
+    def change_soon(self, edit: Callable[[Any], None]) -> None:
+        """:meth:`change`, written after the caller goes on (with the other changes queued
+        meanwhile: one write for all of them); reads of outputs wait for it. A failure is logged
+        (a file that became read-only meanwhile, say)."""
+        state = self._state
+        state.queued.append(edit)
+        if state.writing is None or state.writing.done():
+            state.writing = asyncio.ensure_future(self._write_queued())
+
+    async def _write_queued(self) -> None:
+        state = self._state
+        # A moment for the next calls' changes to join this write (a save holds the server).
+        await asyncio.sleep(WRITE_BEHIND)
+        while state.queued:
+            edits, state.queued = state.queued, []
+
+            def apply(notebook: Any, edits: list[Callable[[Any], None]] = edits) -> None:
+                for edit in edits:
+                    edit(notebook)
+
+            try:
+                await self._change(apply)
+            except JupyterCIError as err:
+                log.warning("jupyter-ci: %s", err)
+
+    async def _change(self, edit: Callable[[Any], T]) -> T:
+        async with self._state.lock:
+            self._check_writable(await self.model(content=False))
+            notebook = copy.deepcopy(await self._load())
             value = edit(notebook)
             saved = {"type": "notebook", "format": "json", "content": notebook}
             try:
-                await ensure_async(self.contents.save(saved, self.path))
+                written = await ensure_async(self.contents.save(saved, self.path))
             except HTTPError as err:
+                self._state.parsed = None
                 raise _bad_file(self.path, err) from None
+            self._state.parsed = (_version(written), notebook)
             return value
+
+
+def _version(model: dict[str, Any]) -> tuple[Any, Any]:
+    """A contents model's version of its file: modification time and size."""
+    return (model.get("last_modified"), model.get("size"))
 
 
 def _bad_file(path: str, err: HTTPError) -> BadNotebookFile:
@@ -291,10 +371,11 @@ class FileWorkspace:
 
     # --- the file ---------------------------------------------------------------------------
 
-    async def read_cells(self) -> list[Cell]:
-        """Every cell as the file has it now."""
+    async def read_cells(self, *, outputs: bool = True) -> list[Cell]:
+        """Every cell as the file has it now (without ``outputs``: not waiting for outputs
+        still being written, for a caller that needs the cells' ids and sources)."""
         await self._flush()
-        return [_cell(node) for node in (await self.file.load()).cells]
+        return [_cell(node) for node in (await self.file.load(outputs=outputs)).cells]
 
     async def insert_cell(
         self,
@@ -359,8 +440,7 @@ class FileWorkspace:
 
     async def kernel(self) -> KernelWorkspace:
         """The runner of the notebook's kernel (the kernel started when it has none)."""
-        model = await self.file.model(content=True)
-        spec = model["content"].get("metadata", {}).get("kernelspec") or {}
+        spec = (await self.file.load(outputs=False)).get("metadata", {}).get("kernelspec") or {}
         kernel_id = await self.pool.ensure_kernel(self.path, spec.get("name"))
         if not await self.pool.alive(kernel_id):
             self.pool.forget(kernel_id)
@@ -378,7 +458,7 @@ class FileWorkspace:
         """Run the cell's code as the file has it now; write its outputs and execution count
         into the file when it ends (into that cell, wherever it is by then)."""
         await self._flush()
-        notebook = await self.file.load()
+        notebook = await self.file.load(outputs=False)
         node = notebook.cells[find_index(notebook, self.path, cell_id)]
         if node.get("cell_type") != "code":
             raise BadNotebookFile(
@@ -387,7 +467,11 @@ class FileWorkspace:
             )
         runner = await self.kernel()
         execution = await runner.run_source(
-            str(node.get("source", "")), timeout, cell_id=cell_id, on_started=self.on_cell_started
+            str(node.get("source", "")),
+            timeout,
+            cell_id=cell_id,
+            on_started=self.on_cell_started,
+            expression=expression,
         )
         if execution.status is CellStatus.KERNEL_DIED and self.pool.was_restarted(runner):
             execution = replace(execution, status=CellStatus.KERNEL_RESTARTED)
@@ -403,7 +487,8 @@ class FileWorkspace:
             ]
             notebook.cells[index]["execution_count"] = execution.execution_count
 
-        await self.file.change(store)
+        # Written as soon as can be, the call not waiting for the disk (the next read waits).
+        self.file.change_soon(store)
         return execution
 
     async def inspect_variables(self) -> list[Variable]:

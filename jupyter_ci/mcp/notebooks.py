@@ -26,16 +26,20 @@ from typing import Any
 
 from jupyter_core.utils import ensure_async
 
+from ..agent.files import Snapshot
 from ..agent.loop import Approver, EventCallback, RunRequest
 from ..agent.states import RunState
 from ..agent.workspace import Variable, Workspace
+from ..errors import ServerStopping
 from ..models.base import Model
-from ..server.recording import History, RunRecorder
+from ..server.recording import RunRecorder
 from ..server.store.records import source_hash
 from ..settings import Settings
 from .activity import McpRun
-from .headless import FileWorkspace, KernelPool, NotebookFile
+from .headless import FileState, FileWorkspace, KernelPool, NotebookFile
+from .recording import Recording
 from .results import KernelState, ToolFailure
+from .saving import TabSaves
 
 log = logging.getLogger("jupyter_ci.mcp")
 
@@ -46,6 +50,8 @@ MAX_DEPTH = 6
 SKIPPED_DIRS = frozenset({"node_modules", "__pycache__", "site-packages", ".ipynb_checkpoints"})
 #: Calls remembered for ``wait_cell`` (the oldest are forgotten first).
 KEPT_CALLS = 500
+#: Seconds the server's stop waits for headless runs to end, then for their records.
+CLOSE_TIMEOUT = 15.0
 
 Steps = Callable[[McpRun], Awaitable[None]]
 
@@ -77,13 +83,18 @@ class Notebooks:
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
         self.pool = KernelPool(backend.sessions, backend.kernels, backend.contents)
-        self._locks: dict[str, asyncio.Lock] = {}
         self._calls: OrderedDict[tuple[str, str], McpRun] = OrderedDict()
         #: (path, cell id) → (agent, hash of the source it last gave the cell).
         self._authored: dict[tuple[str, str], tuple[str, str]] = {}
         #: (agent session, path) → the cell that session added last.
         self._last_added: dict[tuple[str, str], str] = {}
+        #: path → the kernel's files after the latest call's cell (the next call's "before").
+        self._files: dict[str, Snapshot] = {}
+        self._files_state: dict[str, FileState] = {}
         self._tasks: set[asyncio.Future[Any]] = set()
+        self._headless: dict[asyncio.Future[None], McpRun] = {}
+        self._writers: set[asyncio.Future[None]] = set()
+        self._saves = TabSaves(backend.manager)
 
     # --- paths ----------------------------------------------------------------------------
 
@@ -108,8 +119,9 @@ class Notebooks:
 
     def file(self, path: str) -> NotebookFile:
         """The notebook's file (one lock per path for its writes)."""
-        lock = self._locks.setdefault(path, asyncio.Lock())
-        return NotebookFile(self.backend.contents, path, lock)
+        return NotebookFile(
+            self.backend.contents, path, self._files_state.setdefault(path, FileState())
+        )
 
     def tab_for(self, path: str) -> str | None:
         """A JupyterLab tab that has the notebook open now (None: headless)."""
@@ -267,10 +279,19 @@ class Notebooks:
         Live, it is a run of the run manager (the kernel's lane: after the run in progress);
         headless, it starts at once (the kernel workspace serialises the kernel's requests).
         """
+
+        def keep(snapshot: Snapshot) -> None:
+            self._files[path] = snapshot
+
+        async def files_known(run: McpRun) -> None:
+            run.files_before = self._files.get(path)
+            run.keep_files = keep
+            await steps(run)
+
         tab = self.tab_for(path)
         if tab is not None:
-            return await self._start_live(tab, path, agent, prompt, settings, steps)
-        return await self._start_headless(path, agent, prompt, settings, steps)
+            return await self._start_live(tab, path, agent, prompt, settings, files_known)
+        return await self._start_headless(path, agent, prompt, settings, files_known)
 
     async def _start_live(
         self, tab: str, path: str, agent: str, prompt: str, settings: Settings, steps: Steps
@@ -283,6 +304,11 @@ class Notebooks:
             )
 
         manager = self.backend.manager
+
+        async def persist() -> None:
+            # Without real-time collaboration too, what the agent did is soon on disk.
+            self._saves.changed(tab, path)
+
         with manager.probes.workspace(tab, path) as probe:
             options = await probe.run_options()
         if self.backend.resolve is not None:
@@ -302,8 +328,7 @@ class Notebooks:
                 request, workspace, agent=agent, run_id=run_id, on_event=on_event, approve=approve
             )
             run.steps = steps
-            # Without real-time collaboration too, what the agent did is on disk.
-            run.persist = workspace.save
+            run.persist = persist
             run.turn = lambda: manager.take_turn(run_id)
             run.stop_hook = lambda: manager.stop(tab, run_id)
             return run
@@ -316,14 +341,16 @@ class Notebooks:
         self, path: str, agent: str, prompt: str, settings: Settings, steps: Steps
     ) -> McpRun:
         workspace: Workspace = self.workspace(path)
-        recording = await Recording.start(self.backend.recorder, path, prompt, settings)
+        recording = Recording(self.backend.recorder, path, prompt, settings)
         run = McpRun(RunRequest(prompt, settings), workspace, agent=agent, on_event=recording.event)
-        recording.run_id = run.run_id
-        await recording.begin()
+        recording.begin(run.run_id)
+        if recording.writer is not None:
+            self._writers.add(recording.writer)
+            recording.writer.add_done_callback(self._writers.discard)
         run.steps = steps
         task = asyncio.ensure_future(self._run_headless(run, recording))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._headless[task] = run
+        task.add_done_callback(lambda done: self._headless.pop(done, None))
         return run
 
     async def _run_headless(self, run: McpRun, recording: Recording) -> None:
@@ -333,62 +360,22 @@ class Notebooks:
             await recording.end()
 
     async def close(self) -> None:
-        """Stop the headless runs and release the kernels' channels."""
-        for task in list(self._tasks):
-            task.cancel()
-        if self._tasks:
-            await asyncio.wait(self._tasks, timeout=5)
+        """Stop the headless runs (recorded as stopped by the server's stop), let their records
+        be written, and release the kernels' channels."""
+        for run in self._headless.values():
+            run.stop("server_shutdown", ServerStopping())
+        for tasks in (set(self._headless), self._tasks):
+            if tasks:
+                _, late = await asyncio.wait(tasks, timeout=CLOSE_TIMEOUT)
+                for task in late:
+                    task.cancel()
+        if self._writers:
+            await asyncio.wait(self._writers, timeout=CLOSE_TIMEOUT)
+        writing = {s.writing for s in self._files_state.values() if s.writing is not None}
+        if writing:
+            await asyncio.wait(writing, timeout=CLOSE_TIMEOUT)  # outputs not written yet
+        await self._saves.close()
         self.pool.close()
-
-
-class Recording:
-    """A headless run (an MCP call's, or ``ask``'s loop), recorded in the notebook's
-    conversation as the run manager records a live run."""
-
-    def __init__(
-        self,
-        recorder: RunRecorder | None,
-        history: History,
-        prompt: str,
-        settings: Settings,
-    ) -> None:
-        self.recorder = recorder
-        self.conversation_id = history.conversation_id
-        #: The conversation's latest user/assistant turns (for the loop's model).
-        self.turns = history.turns
-        self.prompt = prompt
-        self.settings = settings
-        self.run_id = ""
-        self.queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
-        self.writer: asyncio.Future[None] | None = None
-
-    @classmethod
-    async def start(
-        cls, recorder: RunRecorder | None, path: str, prompt: str, settings: Settings
-    ) -> Recording:
-        history = History(None, [], frozenset())
-        if recorder is not None and recorder.store is not None:
-            history = await recorder.history(path)
-        return cls(recorder, history, prompt, settings)
-
-    async def begin(self) -> None:
-        if self.recorder is None or self.conversation_id is None:
-            return
-        await self.recorder.started(
-            self.conversation_id, self.run_id, self.prompt, self.settings.public_dict(), None, "mcp"
-        )
-        self.writer = asyncio.ensure_future(
-            self.recorder.write(self.run_id, self.conversation_id, self.queue)
-        )
-
-    def event(self, event: dict[str, Any]) -> None:
-        if self.writer is not None and event.get("type") != "token":
-            self.queue.put_nowait(event)
-
-    async def end(self) -> None:
-        if self.writer is not None:
-            self.queue.put_nowait(None)
-            await asyncio.shield(self.writer)
 
 
 def _notebook_files(root: str, limit: int) -> tuple[list[str], bool]:

@@ -75,3 +75,24 @@ class McpService:
             except (asyncio.TimeoutError, Exception):
                 log.warning("jupyter-ci: the MCP sessions did not close cleanly", exc_info=True)
         await self.notebooks.close()
+        await _end_event_stream_watcher()
+
+
+async def _end_event_stream_watcher() -> None:
+    """End the task sse-starlette (the SDK's event streams) leaves polling for a shutdown on
+    this event loop, so that the server stops without a pending task. Its flag is global to the
+    process: set for as long as the watcher takes to see it, then cleared again."""
+    from sse_starlette.sse import AppStatus
+
+    watchers = [
+        task
+        for task in asyncio.all_tasks()
+        if getattr(task.get_coro(), "__qualname__", "") == "_shutdown_watcher"
+    ]
+    if not watchers:
+        return
+    AppStatus.should_exit = True
+    try:
+        await asyncio.wait(watchers, timeout=2)
+    finally:
+        AppStatus.should_exit = False

@@ -110,13 +110,14 @@ class NotebookTools:
         )
         return result(notebook, _notebook_text(notebook))
 
-    async def cells(self, path: str) -> list[Cell]:
-        """The notebook's cells as they are now: through its tab when one has it open."""
+    async def cells(self, path: str, *, outputs: bool = True) -> list[Cell]:
+        """The notebook's cells as they are now: through its tab when one has it open (without
+        ``outputs``, a headless read does not wait for outputs still being written)."""
         tab = self.notebooks.tab_for(path)
         if tab is not None:
             with self.notebooks.backend.manager.probes.workspace(tab, path) as workspace:
                 return list(await workspace.read_cells())
-        return await self.notebooks.workspace(path).read_cells()
+        return await self.notebooks.workspace(path).read_cells(outputs=outputs)
 
     # --- changing cells ---------------------------------------------------------------------
 
@@ -126,7 +127,7 @@ class NotebookTools:
         """Insert a cell (after ``after_cell_id``; at the end when None, the top when '')."""
         path = self.notebooks.path_of(path)
         check_source(source)
-        cells = await self.cells(path)
+        cells = await self.cells(path, outputs=False)
         await self._writable(path)
         if after_cell_id is None:
             after = cells[-1].id if cells else None
@@ -155,7 +156,7 @@ class NotebookTools:
         """Replace a cell's source (shown as a diff; the original stays one undo away)."""
         path = self.notebooks.path_of(path)
         check_source(source)
-        cell = find(await self.cells(path), path, cell_id)
+        cell = find(await self.cells(path, outputs=False), path, cell_id)
         await self._writable(path)
         before = cell.source
 
@@ -175,7 +176,7 @@ class NotebookTools:
     async def delete_cell(self, caller: Caller, path: str, cell_id: str) -> CallToolResult:
         """Delete a cell the agent inserted (and nobody changed since)."""
         path = self.notebooks.path_of(path)
-        cell = find(await self.cells(path), path, cell_id)
+        cell = find(await self.cells(path, outputs=False), path, cell_id)
         self.changes.may_delete(path, cell, caller.agent)
         await self._writable(path)
 
@@ -197,7 +198,7 @@ class NotebookTools:
     ) -> CallToolResult:
         """Run a code cell, waiting up to ``timeout``."""
         path = self.notebooks.path_of(path)
-        cell = find(await self.cells(path), path, cell_id)
+        cell = find(await self.cells(path, outputs=False), path, cell_id)
         if cell.cell_type != "code":
             raise ToolFailure(
                 f"Cell {cell.id} is a {cell.cell_type} cell; only code cells run.",
@@ -222,7 +223,7 @@ class NotebookTools:
         """Insert a cell of ``code`` after the agent's last one (else at the end) and run it."""
         path = self.notebooks.path_of(path)
         check_source(code, "code")
-        cells = await self.cells(path)
+        cells = await self.cells(path, outputs=False)
         await self._writable(path)
         after = self._after_last_added(caller, path, cells)
 
@@ -244,7 +245,7 @@ class NotebookTools:
         path = self.notebooks.path_of(path)
         run = self.notebooks.call_on(path, cell_id)
         if run is None:
-            find(await self.cells(path), path, cell_id)
+            find(await self.cells(path, outputs=False), path, cell_id)
             raise ToolFailure(
                 f"No call of this server ran cell {cell_id} (or it was forgotten); run it with "
                 "run_cell, or read its outputs with read_notebook.",
@@ -255,7 +256,7 @@ class NotebookTools:
     async def interrupt(self, caller: Caller, path: str) -> CallToolResult:
         """Interrupt the notebook's kernel: the calls' cells running in it end interrupted."""
         path = self.notebooks.path_of(path)
-        await self.cells(path)  # the notebook exists
+        await self.cells(path, outputs=False)  # the notebook exists
         stopped = self.notebooks.stop_calls(path)
         interrupted = await self.notebooks.interrupt(path) if not stopped else True
         message = (
@@ -271,7 +272,7 @@ class NotebookTools:
     async def restart_kernel(self, caller: Caller, path: str) -> CallToolResult:
         """Restart the notebook's kernel (or start one); its variables are gone."""
         path = self.notebooks.path_of(path)
-        await self.cells(path)
+        await self.cells(path, outputs=False)
         message = await self.notebooks.restart(path)
         action = KernelAction(
             path=path, kernel=await self.notebooks.kernel_state(path), message=message
@@ -281,7 +282,7 @@ class NotebookTools:
     async def variables(self, path: str) -> CallToolResult:
         """The kernel's variables: names, types, shapes, columns."""
         path = self.notebooks.path_of(path)
-        await self.cells(path)
+        await self.cells(path, outputs=False)
         found = await self.notebooks.variables(path)
         listing = VariablesResult(
             path=path,

@@ -484,7 +484,12 @@ class RunManager:
         kernel_id = str(request["kernel_id"])
         prompt = str(request["prompt"])
         anchor = request.get("anchor_cell_id")
-        history = await self.recorder.history(notebook_path)
+        # A driven run (an outside agent's call) asks no model: no history; its record starts
+        # off the call's path, in its writer (see _record_driven).
+        if drive is not None:
+            history = History(None, [], frozenset())
+        else:
+            history = await self.recorder.history(notebook_path)
         conversation_id = history.conversation_id
         run_request = self._run_request(request, settings, history)
         channel = CallChannel(
@@ -532,11 +537,27 @@ class RunManager:
         )
         holder.append(run)
         self._runs[run_id] = run
+        if drive is not None:
+            run.writer = asyncio.ensure_future(self._record_driven(run))
+            return run
         run.writer = asyncio.ensure_future(self.recorder.write(run_id, conversation_id, run.writes))
         await self.recorder.started(
             conversation_id, run_id, prompt, settings.public_dict(), run.anchor_cell_id, origin
         )
         return run
+
+    async def _record_driven(self, run: ManagedRun) -> None:
+        """A driven run's record: its conversation, its start, then its events in order."""
+        run.conversation_id = await self.recorder.conversation_id(run.notebook_path)
+        await self.recorder.started(
+            run.conversation_id,
+            run.run_id,
+            run.prompt,
+            run.settings.public_dict(),
+            run.anchor_cell_id,
+            run.origin,
+        )
+        await self.recorder.write(run.run_id, run.conversation_id, run.writes)
 
     def _run_request(
         self, request: Mapping[str, Any], settings: Settings, history: History

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import logging
 import os
 import time
@@ -285,6 +286,7 @@ class KernelWorkspace:
         *,
         cell_id: str = "",
         on_started: Callable[[], None] | None = None,
+        expression: str | None = None,
     ) -> Execution:
         """Run ``source`` in the kernel as a cell outside the notebook: its outputs are
         returned (as an :class:`Execution` named ``cell_id``), the notebook is not changed.
@@ -298,7 +300,7 @@ class KernelWorkspace:
             self._scratch.nb.cells = [scratch]
             self._scratch.on_started = on_started
             try:
-                return await self._run(self._scratch, scratch, 0, cell_id, timeout)
+                return await self._run(self._scratch, scratch, 0, cell_id, timeout, expression)
             finally:
                 self._scratch.on_started = None
 
@@ -350,14 +352,16 @@ class KernelWorkspace:
 
         ``timeout`` seconds (0 = none) count from when the kernel begins the cell. A kernel
         that dies meanwhile (or is dead already) ends the cell ``kernel_died``; the outputs so
-        far are kept.
+        far are kept. ``expression`` (the files snapshot) is a user expression of the cell's own
+        request: its value is the execution's ``expression_value`` (kernels evaluate it only
+        after a cell that ended well).
         """
         async with self._lock:
             index = self._index(cell_id)
             node = self.notebook.cells[index]
             if node.cell_type != "code":
                 raise InternalError(f"Cell {cell_id!r} is a {node.cell_type} cell; only code runs.")
-            return await self._run(self._client, node, index, cell_id, timeout)
+            return await self._run(self._client, node, index, cell_id, timeout, expression)
 
     async def inspect_variables(self) -> list[Variable]:
         """The user's variables, from a silent request that leaves no trace in the kernel.
@@ -426,9 +430,16 @@ class KernelWorkspace:
             raise KernelDied("The kernel process has exited.")
 
     async def _run(
-        self, client: _CellClient, node: Any, index: int, cell_id: str, timeout: float
+        self,
+        client: _CellClient,
+        node: Any,
+        index: int,
+        cell_id: str,
+        timeout: float,
+        expression: str | None = None,
     ) -> Execution:
-        """Run ``node`` (at ``index`` of ``client``'s notebook) and classify how it ended."""
+        """Run ``node`` (at ``index`` of ``client``'s notebook) and classify how it ended;
+        ``expression`` goes with it, as a user expression of its own execute request."""
         if self._closed:
             raise InternalError("The workspace is closed.")
         if not await self.kernel_manager.is_alive():
@@ -441,6 +452,13 @@ class KernelWorkspace:
         client.track()
         client.begin(index)
         interrupts = self._interrupts
+        execute = self.kernel_client.execute
+        if expression is not None:
+            # nbclient sends the cell with the client's execute: the expression rides along
+            # (requests are one at a time here, so nothing else sends meanwhile).
+            self.kernel_client.execute = functools.partial(
+                execute, user_expressions={"value": expression}
+            )
         execution = asyncio.ensure_future(client.async_execute_cell(node, index))
         timed_out, fate = False, KernelFate.ALIVE
         try:
@@ -454,6 +472,7 @@ class KernelWorkspace:
             if not client.given_up:
                 raise  # our caller was cancelled, not a cell we gave up on
         finally:
+            self.kernel_client.execute = execute
             if not execution.done():
                 client.give_up(execution)
         started = client.started_at
@@ -474,7 +493,14 @@ class KernelWorkspace:
         # The notebook keeps the very output dicts (display updates rewrite them later); the
         # execution gets a copy.
         kept: list[dict[str, Any]] = list(outputs)
-        return Execution(cell_id, status, copy.deepcopy(kept), node.execution_count, duration)
+        return Execution(
+            cell_id,
+            status,
+            copy.deepcopy(kept),
+            node.execution_count,
+            duration,
+            expression_value(reply) if expression is not None else None,
+        )
 
     async def _wait(
         self, client: _CellClient, execution: asyncio.Future[Any], timeout: float
@@ -546,6 +572,16 @@ async def _first(
     finally:
         for waiter in waiting - {execution}:
             waiter.cancel()
+
+
+def expression_value(reply: Mapping[str, Any]) -> str | None:
+    """The text/plain value of an execute reply's user expression (``value``); None when it was
+    not evaluated or raised."""
+    value = (reply.get("user_expressions") or {}).get("value") or {}
+    if value.get("status") != "ok":
+        return None
+    text = (value.get("data") or {}).get("text/plain")
+    return text if isinstance(text, str) else None
 
 
 def _cell(node: nbformat.NotebookNode) -> Cell:

@@ -13,7 +13,8 @@ import { IRunView, RunTracker } from './runs';
  * jupyter-ci: running a cell") and Stop, while the agent's call runs the
  * cell (ARCHITECTURE.md, "The MCP layer"). In every tab with the notebook
  * open; Stop in the tab that owns the run (its calls go there), which
- * interrupts the cell as a run's Stop does.
+ * interrupts the cell as a run's Stop does. A cell that ends within
+ * `SHOW_AFTER` ms gets none (no bar flashing by for each quick cell).
  */
 export class AgentActivity extends Lifecycle {
   constructor(index: NotebookIndex, runs: RunTracker) {
@@ -24,6 +25,10 @@ export class AgentActivity extends Lifecycle {
   }
 
   protected onDispose(): void {
+    for (const timer of this._pending.values()) {
+      window.clearTimeout(timer);
+    }
+    this._pending.clear();
     for (const runId of [...this._shown.keys()]) {
       this._hide(runId);
     }
@@ -33,24 +38,38 @@ export class AgentActivity extends Lifecycle {
     if (view.origin !== 'mcp') {
       return;
     }
-    const cellId = view.attempt?.cellId ?? null;
-    const showing = this._shown.get(view.runId);
-    if (
-      !cellId ||
-      !view.notebookPath ||
-      view.finished ||
-      view.state !== 'executing'
-    ) {
+    if (!Private.running(view)) {
+      window.clearTimeout(this._pending.get(view.runId));
+      this._pending.delete(view.runId);
       this._hide(view.runId);
       return;
     }
+    if (this._shown.has(view.runId)) {
+      this._show(view);
+    } else if (!this._pending.has(view.runId)) {
+      // Shown once the cell has run a moment (the run's view is read again then).
+      const runId = view.runId;
+      const timer = window.setTimeout(() => {
+        this._pending.delete(runId);
+        const now = this._runs.get(runId);
+        if (now && Private.running(now)) {
+          this._show(now);
+        }
+      }, Private.SHOW_AFTER);
+      this._pending.set(runId, timer);
+    }
+  };
+
+  private _show(view: IRunView): void {
+    const cellId = view.attempt?.cellId ?? '';
+    const showing = this._shown.get(view.runId);
     if (showing && showing.cellId !== cellId) {
       this._hide(view.runId);
     }
     let shown = this._shown.get(view.runId);
     if (!shown) {
       const bars = this._index
-        .cellWidgets(view.notebookPath, cellId)
+        .cellWidgets(view.notebookPath ?? '', cellId)
         .map(cell => this._attach(cell, view.runId));
       shown = { cellId, bars };
       this._shown.set(view.runId, shown);
@@ -60,7 +79,7 @@ export class AgentActivity extends Lifecycle {
     for (const bar of shown.bars) {
       bar.render(view.text, mine);
     }
-  };
+  }
 
   private _attach(cell: Cell, runId: string): ActivityBar {
     const bar = new ActivityBar(() => this._stop(runId));
@@ -111,6 +130,26 @@ export class AgentActivity extends Lifecycle {
     string,
     { cellId: string; bars: ActivityBar[] }
   >();
+  private readonly _pending = new Map<string, number>();
+}
+
+namespace Private {
+  /**
+   * How long (ms) an agent's cell runs before its status and Stop show.
+   */
+  export const SHOW_AFTER = 500;
+
+  /**
+   * Whether the agent's run is running its cell now.
+   */
+  export function running(view: IRunView): boolean {
+    return (
+      !!view.attempt?.cellId &&
+      !!view.notebookPath &&
+      !view.finished &&
+      view.state === 'executing'
+    );
+  }
 }
 
 /**

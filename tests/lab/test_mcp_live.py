@@ -70,8 +70,9 @@ async def test_execute_in_an_open_notebook_goes_through_its_tab_as_a_run(
     assert cells[1]["execution_count"] == 1
     assert view["open_in_lab"] is True
     assert [c["id"] for c in view["cells"]] == [c["id"] for c in cells]
-    # The tab saved the notebook: the cell is on disk without real-time collaboration.
-    assert tab.saves["live.ipynb"] >= 1
+    # The tab saves the notebook (soon after the agent's change): on disk without real-time
+    # collaboration.
+    await tab.wait_until(lambda: tab.saves.get("live.ipynb", 0) >= 1)
     # The call was a run of the notebook's conversation: its events reached the tab...
     finished = await tab.wait_for_event(lambda e: e["type"] == "finished")
     assert finished["state"] == "done"

@@ -65,6 +65,23 @@ def read_notebook(path: Path) -> Any:
     return nbformat.read(path, as_version=4)
 
 
+async def on_disk(path: Path, ready: Any, timeout: float = 15) -> Any:
+    """The notebook file once ``ready(notebook)`` holds: a cell's outputs are written into the
+    file a moment after its call returned (calls in a row share one write)."""
+    import asyncio
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        text = await asyncio.to_thread(path.read_text, encoding="utf-8")
+        notebook = nbformat.reads(text, as_version=4) if text.strip() else None
+        if notebook is not None and ready(notebook):
+            return notebook
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{path} was not written as expected within {timeout} s")
+        await asyncio.sleep(0.05)
+
+
 def as_json(result: CallToolResult) -> str:
     """The result for a failure message."""
     return json.dumps(result.model_dump(mode="json"), indent=1)[:3000]

@@ -17,7 +17,7 @@ from tornado.httpclient import AsyncHTTPClient, HTTPClientError
 
 from jupyter_ci.mcp.images import MAX_IMAGE_BYTES
 
-from .support import http_client, read_notebook, structured, write_notebook
+from .support import http_client, on_disk, read_notebook, structured, write_notebook
 
 TOOLS = {
     "list_notebooks",
@@ -67,7 +67,7 @@ async def test_execute_writes_the_cell_and_its_outputs_into_the_file(
     assert first["outputs"].startswith("<untrusted-data ")
     assert second["status"] == "ok", second
     assert "Out[2]: 43" in second["outputs"]
-    notebook = read_notebook(root / "work" / "a.ipynb")
+    notebook = await on_disk(root / "work" / "a.ipynb", lambda nb: nb.cells[-1].outputs)
     # The user's cell stays first; the agent's cells follow in the order it added them.
     assert [cell.id for cell in notebook.cells] == [ids[0], first["cell_id"], second["cell_id"]]
     added = notebook.cells[1]
@@ -125,6 +125,8 @@ async def test_interrupt_stops_the_running_cell(mcp_url: str, token: str, root: 
     write_notebook(root / "stop.ipynb")
     code = "import time\nfor _ in range(600):\n    time.sleep(0.1)"
     async with http_client(mcp_url, token) as client:
+        # The kernel started first: the long cell begins at once.
+        structured(await client.call_tool("execute", {"path": "stop.ipynb", "code": "1"}))
         running = structured(
             await client.call_tool("execute", {"path": "stop.ipynb", "code": code, "timeout": 1})
         )
@@ -175,7 +177,7 @@ async def test_a_large_plot_comes_back_as_an_image_within_the_bound(
         result = await client.call_tool("execute", {"path": "plot.ipynb", "code": code})
     data = structured(result)
     assert data["status"] == "ok", data
-    stored = read_notebook(root / "plot.ipynb").cells[0].outputs
+    stored = (await on_disk(root / "plot.ipynb", lambda nb: nb.cells[0].outputs)).cells[0].outputs
     original = base64.b64decode(next(o for o in stored if "data" in o)["data"]["image/png"])
     assert len(original) > MAX_IMAGE_BYTES  # the kernel's image was too large as it was
     images = [block for block in result.content if isinstance(block, ImageContent)]
