@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from jupyter_server.auth.authorizer import Authorizer
 from mcp.shared.exceptions import MCPError
 from mcp_types import ImageContent
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError
@@ -238,6 +239,39 @@ async def test_the_token_works_as_token_or_bearer(mcp_url: str, token: str) -> N
         async with http_client(mcp_url, token, scheme=scheme) as client:
             names = {tool.name for tool in (await client.list_tools()).tools}
         assert names == TOOLS
+
+
+class _NoKernelExecution(Authorizer):  # type: ignore[misc]
+    """Lets the user read, but not execute code in kernels."""
+
+    def is_authorized(self, handler: Any, user: Any, action: str, resource: str) -> bool:
+        return not (action == "execute" and resource == "kernels")
+
+
+@pytest.fixture
+def no_execute_config(jp_server_config: dict[str, Any]) -> dict[str, Any]:
+    jp_server_config["ServerApp"]["authorizer_class"] = _NoKernelExecution
+    return jp_server_config
+
+
+async def test_a_user_who_may_not_execute_in_kernels_is_refused(
+    no_execute_config: dict[str, Any], mcp_url: str, token: str
+) -> None:
+    body = '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}'
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "Authorization": f"token {token}",
+    }
+    for method in ("POST", "GET", "DELETE"):
+        with pytest.raises(HTTPClientError) as refused:
+            await AsyncHTTPClient().fetch(
+                mcp_url,
+                method=method,
+                body=body if method == "POST" else None,
+                headers=headers,
+            )
+        assert refused.value.code == 403, method
 
 
 def _contains(error: BaseException, kind: type[BaseException]) -> bool:
