@@ -81,6 +81,9 @@ class InstantWorkspace:
     async def fix_context(self, ename: str, evalue: str, code: str) -> list[str]:
         return []
 
+    async def figure_notes(self, read: bool) -> list[str]:
+        return []
+
     async def interrupt(self) -> None:
         return None
 

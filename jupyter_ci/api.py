@@ -13,15 +13,18 @@ The same as ``jupyter ci run``: a kernel is started for the notebook, generated 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from .agent.instructions import file_instructions
 from .agent.loop import AgentRun, EventCallback, RunOutcome, RunRequest
 from .config import environment_values
 from .models.base import Model
 from .settings import Layer, Settings, resolve_settings
 from .workspaces.notebook_file import check_notebook_file, exclusive_run, save_run
+
+T = TypeVar("T")
 
 
 def resolve_api_settings(options: Mapping[str, Any] | None = None) -> Settings:
@@ -50,7 +53,7 @@ async def run_notebook_async(
     from .workspaces.kernel import KernelWorkspace
 
     settings = settings or resolve_api_settings(options)
-    chosen: Model = model or LiteLLMModel.from_settings(settings)
+    chosen: Model = model or LiteLLMModel.from_settings(settings, where="api")
     notebook = Path(path)
     original = check_notebook_file(notebook)
     with exclusive_run(notebook):
@@ -59,7 +62,9 @@ async def run_notebook_async(
             anchor = str(cells[-1].id) if cells else None
             if restore:
                 await workspace.restore()
-            run = AgentRun(RunRequest(prompt, settings), workspace, chosen, on_event=on_event)
+            instructions = file_instructions(settings.instructions, notebook)
+            request = RunRequest(prompt, settings, instructions=instructions)
+            run = AgentRun(request, workspace, chosen, on_event=on_event)
             outcome = await run.run()
             if outcome.cells:
                 note = await asyncio.to_thread(
@@ -84,4 +89,15 @@ def run_notebook(path: str | Path, prompt: str, **kwargs: Any) -> RunOutcome:
     A file that cannot be run on (not a notebook, read-only, another run on it) raises
     :class:`~jupyter_ci.errors.BadNotebookFile` before anything runs.
     """
-    return asyncio.run(run_notebook_async(path, prompt, **kwargs))
+    return asyncio.run(closing_clients(run_notebook_async(path, prompt, **kwargs)))
+
+
+async def closing_clients(work: Awaitable[T]) -> T:
+    """``work``, then litellm's HTTP clients closed on the loop that used them (the caller's
+    ``asyncio.run`` ends it): see :func:`~jupyter_ci.models.litellm_model.close_clients`."""
+    from .models.litellm_model import close_clients
+
+    try:
+        return await work
+    finally:
+        await close_clients()

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import sys
-from typing import Any, TextIO
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
 
 from jupyter_core.application import JupyterApp
 from traitlets import Bool, Int, Unicode
@@ -13,6 +14,10 @@ from .config import JupyterCI
 from .errors import JupyterCIError
 from .options import OPTIONS
 from .settings import resolve_settings
+
+if TYPE_CHECKING:
+    from .bench.paired import Pairing
+    from .bench.tasks import Task
 
 
 def _option_aliases() -> dict[str, str]:
@@ -151,7 +156,7 @@ class RunApp(JupyterApp):
         try:
             settings = resolve_settings(JupyterCI(parent=self).as_layers())
             if not settings.model:
-                raise ConfigError.no_model()
+                raise ConfigError.no_model("cli")
         except JupyterCIError as err:
             print(f"jupyter-ci: {err}", file=sys.stderr)
             return 2
@@ -196,7 +201,9 @@ class BenchApp(JupyterApp):
     examples = (
         "jupyter ci bench builtin --model openai/qwen --api-base http://127.0.0.1:8080/v1\n"
         "jupyter ci bench ../shared/data/dabench-dev --limit 40 --sample-seed 1 --out runs/a\n"
-        "jupyter ci bench ../shared/data/dabench-dev --out runs/a --resume"
+        "jupyter ci bench ../shared/data/dabench-dev --out runs/a --resume\n"
+        "jupyter ci bench ../shared/data/dabench-dev --out runs/b --paired-with runs/a "
+        "--fix-temperatures 0.6,0.9"
     )
     version = __version__
     classes = [JupyterCI]
@@ -205,6 +212,8 @@ class BenchApp(JupyterApp):
         "limit": "BenchApp.limit",
         "sample-seed": "BenchApp.sample_seed",
         "out": "BenchApp.out",
+        "paired-with": "BenchApp.paired_with",
+        "jobs": "BenchApp.jobs",
     }
     flags = {
         **JupyterApp.flags,
@@ -225,6 +234,15 @@ class BenchApp(JupyterApp):
         config=True
     )
     resume = Bool(False, help="Skip the tasks already in DIR/results.jsonl.").tag(config=True)
+    paired_with = Unicode(
+        "",
+        help="A paired arm: re-run only the tasks of this earlier --out directory where a cell "
+        "failed or a result looked suspicious, and carry the others' records over (valid only "
+        "for options that act after a failure; others are refused).",
+    ).tag(config=True)
+    jobs = Int(1, help="Tasks run at once, each with its own kernel and directory.").tag(
+        config=True
+    )
 
     def start(self) -> None:
         """Run the bench and exit with its code."""
@@ -235,10 +253,11 @@ class BenchApp(JupyterApp):
         import asyncio
         import json
         import time
-        from pathlib import Path
 
+        from .api import closing_clients
+        from .bench.paired import fingerprint
         from .bench.report import render_report, summarize
-        from .bench.runner import ProgressLine, run_bench
+        from .bench.runner import ProgressLine, run_bench, run_task
         from .bench.suite import build_suite
         from .bench.tasks import TaskError, load_tasks, select_tasks
         from .errors import ConfigError
@@ -253,10 +272,13 @@ class BenchApp(JupyterApp):
         if self.resume and not self.out:
             print("jupyter-ci: --resume needs --out DIR (the run to continue).", file=sys.stderr)
             return 2
+        if self.jobs < 1:
+            print("jupyter-ci: --jobs must be at least 1.", file=sys.stderr)
+            return 2
         try:
             settings = resolve_settings(JupyterCI(parent=self).as_layers())
             if not settings.model:
-                raise ConfigError.no_model()
+                raise ConfigError.no_model("cli")
             if settings.mode != "auto":
                 raise ConfigError(
                     f"The bench runs cells without review; mode {settings.mode!r} cannot work.",
@@ -285,26 +307,48 @@ class BenchApp(JupyterApp):
             print(f"jupyter-ci: {err}", file=sys.stderr)
             return 2
         chosen = select_tasks(tasks, self.limit or None, self.sample_seed)
-        out.mkdir(parents=True, exist_ok=True)
-        config = {
+        config: dict[str, Any] = {
             "tasks": "builtin" if source == "builtin" else str(directory.absolute()),
             "limit": self.limit or None,
             "sample_seed": self.sample_seed,
             "task_ids": [task.id for task in chosen],
             "settings": settings.public_dict(),
+            "fingerprint": fingerprint(),
         }
+        pairing: Pairing | None = None
+        warnings: list[str] = []
+        if self.paired_with:
+            try:
+                pairing, warnings = self._pairing(Path(self.paired_with), out, config, chosen)
+            except ValueError as err:
+                print(f"jupyter-ci: {err}", file=sys.stderr)
+                return 2
+            config["paired_with"] = pairing.summary(warnings)
+        out.mkdir(parents=True, exist_ok=True)
         (out / "bench.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
         print(f"jupyter-ci: bench of {len(chosen)} tasks into {out}", file=sys.stderr)
+        if pairing is not None:
+            pairing.carry_notebooks(out)
+            print(
+                f"jupyter-ci: paired with {pairing.base}: {len(pairing.reasons)} tasks to run, "
+                f"{len(pairing.carried)} carried over",
+                file=sys.stderr,
+            )
         progress = ProgressLine(sys.stderr, len(chosen))
         try:
             records = asyncio.run(
-                run_bench(
-                    chosen,
-                    settings,
-                    out,
-                    resume=self.resume,
-                    progress=progress,
-                    warm_up=import_litellm,
+                closing_clients(
+                    run_bench(
+                        chosen,
+                        settings,
+                        out,
+                        resume=self.resume,
+                        progress=progress,
+                        warm_up=import_litellm,
+                        jobs=self.jobs,
+                        runner=pairing.runner(run_task) if pairing is not None else None,
+                        carried=pairing.carried if pairing is not None else None,
+                    )
                 )
             )
         except KeyboardInterrupt:
@@ -314,12 +358,36 @@ class BenchApp(JupyterApp):
             print(f"jupyter-ci: {err}", file=sys.stderr)
             return 2
         summary = summarize(records)
+        if pairing is not None:
+            summary["paired"] = pairing.summary(warnings)
         (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
         print(render_report(summary))
         print(
             f"results: {results}; notebooks: {out / 'notebooks'}; summary: {out / 'summary.json'}"
         )
         return 0
+
+    def _pairing(
+        self, base: Path, out: Path, config: dict[str, Any], chosen: list[Task]
+    ) -> tuple[Pairing, list[str]]:
+        """The paired arm against ``base``; ``ValueError`` when it would not be valid."""
+        from .bench.paired import Pairing, pairing_problems
+
+        if base.absolute() == out.absolute():
+            raise ValueError("--paired-with names the --out directory itself: give another --out.")
+        base_config = Pairing.load_config(base)
+        errors, warnings = pairing_problems(base_config, config)
+        if errors:
+            raise ValueError(
+                "a paired arm against "
+                + str(base)
+                + " would not be valid: "
+                + "; ".join(errors)
+                + ". Run a full arm (without --paired-with) to measure this."
+            )
+        for warning in warnings:
+            print(f"jupyter-ci: warning: {warning}", file=sys.stderr)
+        return Pairing(base, chosen), warnings
 
 
 class McpApp(JupyterApp):

@@ -12,7 +12,28 @@ statuses, websocket events or magic output only at the edges (:meth:`JupyterCIEr
 
 from __future__ import annotations
 
+import re
 from typing import Any, ClassVar
+
+
+def error_text(text: str) -> str:
+    """An error message with each exception name said once, and litellm's prefix dropped.
+
+    Libraries start their messages with their exception's name and wrap one another's, and a
+    caller adding the name again gave "InternalServerError: InternalServerError: ...".
+    """
+    text = re.sub(r"(?<![\w./])litellm\.(?=[A-Z])", "", text)
+    while True:
+        shorter = re.sub(r"\b(\w+): \1: ", r"\1: ", text)
+        if shorter == text:
+            return text
+        text = shorter
+
+
+def exception_text(exc: BaseException) -> str:
+    """``Name: message`` for an exception, the name said once (see :func:`error_text`)."""
+    message = str(exc)
+    return error_text(f"{type(exc).__name__}: {message}" if message else type(exc).__name__)
 
 
 class JupyterCIError(Exception):
@@ -24,6 +45,7 @@ class JupyterCIError(Exception):
     feed_back: ClassVar[bool] = False
 
     def __init__(self, message: str, *, hint: str = "") -> None:
+        message = error_text(message)
         super().__init__(message)
         self.message = message
         self.hint = hint
@@ -123,21 +145,54 @@ class ConfigError(Fatal):
         self.option = option
 
     @classmethod
-    def no_model(cls) -> ConfigError:
-        """The error for "no model is configured", with the settings that fix it."""
+    def no_model(cls, where: str = "jupyterlab") -> ConfigError:
+        """The error for "no model is configured", with the settings that fix it ``where`` the
+        model is called: by the Jupyter server (``jupyterlab``), by the kernel itself
+        (``kernel``: ``%%ci`` without JupyterLab), by ``jupyter ci`` (``cli``) or the Python
+        API (``api``)."""
         return cls(
-            "No model is configured for jupyter-ci.",
-            hint=(
-                "Set one, e.g. `%ci --model openai/gpt-4o-mini` in this kernel, the environment "
-                "variable JUPYTER_CI_MODEL=openai/gpt-4o-mini, or c.JupyterCI.model in "
-                "jupyter_server_config.py; put the key in OPENAI_API_KEY (or JUPYTER_CI_API_KEY). "
-                "For a local server: --model openai/NAME --api-base http://127.0.0.1:8080/v1."
-            ),
-            option="model",
+            "No model is configured for jupyter-ci.", hint=NO_MODEL_HINTS[where], option="model"
         )
 
     def _fields(self) -> dict[str, Any]:
         return {"option": self.option}
+
+
+#: Starting JupyterLab with a model and its key: the key must be in the server's environment
+#: before it starts (the panel's setup card and the no-model hint say it).
+LAB_SETUP_COMMAND = "JUPYTER_CI_MODEL=openai/gpt-4o-mini OPENAI_API_KEY=sk-... jupyter lab"
+#: The same for a local OpenAI-compatible server that needs no key.
+LOCAL_LAB_SETUP_COMMAND = (
+    "JUPYTER_CI_MODEL=openai/NAME JUPYTER_CI_API_BASE=http://127.0.0.1:8080/v1 jupyter lab"
+)
+
+#: What to do when no model is configured, by who calls the model: each is followed literally by a
+#: test (tests/lab/test_hints*.py, tests/test_hints_followed.py).
+NO_MODEL_HINTS: dict[str, str] = {
+    "jupyterlab": (
+        "In JupyterLab the Jupyter server calls the model, with its own configuration and "
+        f"environment: start it with a model and the key, e.g. `{LAB_SETUP_COMMAND}` "
+        "(or c.JupyterCI.model in jupyter_server_config.py); "
+        "a key set in the kernel (%env) does not reach the server. For a local "
+        "OpenAI-compatible server that needs no key, run "
+        "`%ci --model openai/NAME --api-base http://127.0.0.1:8080/v1` in this kernel."
+    ),
+    "kernel": (
+        "Here %%ci runs in the kernel, which calls the model itself: run "
+        "`%ci --model openai/gpt-4o-mini` (or set JUPYTER_CI_MODEL), with the key in "
+        "OPENAI_API_KEY (or JUPYTER_CI_API_KEY) in the environment the kernel starts with. "
+        "For a local server: `%ci --model openai/NAME --api-base http://127.0.0.1:8080/v1`."
+    ),
+    "cli": (
+        "Add --model openai/gpt-4o-mini (or set JUPYTER_CI_MODEL), with the key in "
+        "OPENAI_API_KEY (or JUPYTER_CI_API_KEY) in this shell's environment. For a local "
+        "server: --model openai/NAME --api-base http://127.0.0.1:8080/v1."
+    ),
+    "api": (
+        'Pass options={"model": "openai/gpt-4o-mini"} (or set JUPYTER_CI_MODEL), with the key '
+        "in OPENAI_API_KEY (or JUPYTER_CI_API_KEY) in this process's environment."
+    ),
+}
 
 
 class ModelError(Fatal):

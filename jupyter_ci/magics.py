@@ -13,6 +13,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class, no_var_expand
@@ -20,7 +21,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class, no_
 from ._version import __version__
 from .arguments import OptionsError, make_magic_parser, split_options
 from .config import environment_values
-from .errors import ConfigError, JupyterCIError
+from .errors import ConfigError, JupyterCIError, exception_text
 from .options import OPTIONS, option
 from .settings import Layer, Settings, resolve_settings
 from .vocabulary import constant
@@ -129,6 +130,11 @@ class JupyterCIHandoff(Exception):
         return [GENERATING_BELOW]
 
 
+#: What ``%%ci`` says in a cell that jupyter-ci itself runs (ARCHITECTURE.md, Invariants).
+INSIDE_A_RUN = (
+    "jupyter-ci: %%ci starts nothing in a cell that jupyter-ci itself is running (generated "
+    "code cannot start a run); write your request in a cell of your own."
+)
 REVIEW_IN_KERNEL = (
     "jupyter-ci: review mode needs the JupyterLab panel to approve each cell, and this request "
     "runs inside the kernel. Use --no-run to get the code as the next cell without running it, "
@@ -164,6 +170,14 @@ def should_hand_off(parent: Mapping[str, Any] | None) -> bool:
     return isinstance(client, str) and bool(client) and client == session
 
 
+def run_of(parent: Mapping[str, Any] | None) -> str:
+    """The run whose cell the request executes ('' for a cell of the user's): the tab names it
+    in the request's metadata (``jupyter_ci_run``)."""
+    metadata = parent.get("metadata") if isinstance(parent, Mapping) else None
+    run_id = metadata.get(constant("RunMetadataKey")) if isinstance(metadata, Mapping) else None
+    return run_id if isinstance(run_id, str) else ""
+
+
 def parent_request(shell: Any) -> Mapping[str, Any] | None:
     """The execute request being handled, when the shell runs in a kernel (else None)."""
     kernel = getattr(shell, "kernel", None)
@@ -191,6 +205,8 @@ class CIMagics(Magics):
         self.progress: str | None = None
         #: Expectations of a jupyter-ci tab already handed off (see :mod:`jupyter_ci.expected`).
         self.taken: set[str] = set()
+        #: Whether the in-kernel loop is running (its cells run in this very shell).
+        self.running = False
 
     # --- settings -----------------------------------------------------------------------------
 
@@ -278,6 +294,12 @@ class CIMagics(Magics):
             print("jupyter-ci: write a request after %%ci, e.g. `%%ci plot the iris data`.")
             return
         parent = parent_request(self.shell)
+        if self.running or run_of(parent):
+            # A cell of a run (generated code) would start a run outside that run's caps and
+            # record: in JupyterLab the tab names the run in the request's metadata; the
+            # in-kernel loop runs its cells in this shell.
+            print(INSIDE_A_RUN)
+            return
         cell_id = _cell_id(parent) if should_hand_off(parent) else self.expected_cell(parent)
         if cell_id:
             # The server holds the model and its configuration; only the values' types are
@@ -292,7 +314,7 @@ class CIMagics(Magics):
         try:
             settings = self.settings(given)
             if not settings.model:
-                raise ConfigError.no_model()
+                raise ConfigError.no_model("kernel")
         except JupyterCIError as err:
             print(f"jupyter-ci: {err.message}\n{err.hint}".rstrip())
             return
@@ -307,7 +329,13 @@ class CIMagics(Magics):
         from .workspaces.inkernel_progress import choose_view
 
         choice = progress or self.progress or env_progress or "auto"
-        run_here(self.shell, prompt, settings, self.generated, progress=choose_view(choice, parent))
+        self.running = True
+        try:
+            run_here(
+                self.shell, prompt, settings, self.generated, progress=choose_view(choice, parent)
+            )
+        finally:
+            self.running = False
 
     def expected_cell(self, parent: Mapping[str, Any] | None) -> str:
         """The cell a jupyter-ci tab expects an unstamped request to be ("" if none).
@@ -478,6 +506,7 @@ def run_here(
     """
     try:
         # Imported here: %load_ext must stay light (no litellm, no loop).
+        from .agent.instructions import project_instructions
         from .agent.loop import RunRequest
         from .models.litellm_model import LiteLLMModel
         from .workspaces.inkernel import current_input_number, run_in_kernel
@@ -493,7 +522,10 @@ def run_here(
         print(f"jupyter-ci: {err.message}\n{err.hint}".rstrip())
         return ""
     number = current_input_number(shell)
-    request = RunRequest(prompt, settings)
+    here = Path.cwd()  # the kernel's working folder: AGENTS.md there
+    request = RunRequest(
+        prompt, settings, instructions=project_instructions(settings.instructions, here, here)
+    )
     result = run_in_kernel(
         shell, request, model, progress=progress, model_name=settings.model, earlier=earlier
     )
@@ -506,7 +538,7 @@ def run_here(
         return result.code
     if result.error is not None or result.outcome is None:
         error = result.error
-        print(f"jupyter-ci: internal error: {type(error).__name__}: {error}")
+        print(f"jupyter-ci: internal error: {exception_text(error) if error else 'no outcome'}")
         return result.code
     outcome = result.outcome
     # The answer was printed as it came (the progress view's text, saved with the cell): not
@@ -549,12 +581,12 @@ def describe(
     ``progress`` is the magic-only progress view and where it was chosen.
     """
     lines = [f"jupyter-ci {__version__}" + ("" if enabled else " (off: %%ci does nothing)")]
-    model = settings.model or "not configured (e.g. %ci --model openai/gpt-4o-mini)"
+    model = settings.model or "not configured here (e.g. %ci --model openai/gpt-4o-mini)"
     lines.append(f"  model: {model}")
     lines.append(
         "  api_base: " + ("set (custom endpoint)" if settings.api_base else "provider default")
     )
-    lines.append("  key: " + _key_state(settings))
+    lines.extend(_key_lines(settings))
     for opt in OPTIONS:
         if opt.name in {"model", "api_base", "models"} or not opt.public or not opt.per_request:
             continue
@@ -564,7 +596,26 @@ def describe(
     return "\n".join(lines)
 
 
-def _key_state(settings: Settings) -> str:
-    if os.environ.get(settings.api_key_env):
-        return f"found in {settings.api_key_env}"
-    return f"{settings.api_key_env} not set (the provider's usual variable is used if set)"
+def key_variables(settings: Settings) -> list[str]:
+    """The variables a key for ``settings`` is read from, in order: jupyter-ci's own, then the
+    provider's usual one (never for a custom ``api_base``, which gets only jupyter-ci's)."""
+    from .server.keys import provider_key_variable  # a light module: a table and a lookup
+
+    names = [settings.api_key_env]
+    provider = provider_key_variable(settings.model or "openai/")
+    if provider and not settings.api_base:
+        names.append(provider)
+    return names
+
+
+def _key_lines(settings: Settings) -> list[str]:
+    """Where the key is looked for: in this kernel (where ``%%ci`` runs in the kernel), and in
+    JupyterLab, where the Jupyter server reads it from its own environment at start."""
+    names = key_variables(settings)
+    found = [name for name in names if os.environ.get(name)]
+    here = f"found in {found[0]}" if found else f"{' or '.join(names)} not set"
+    return [
+        f"  key, where %%ci runs in this kernel: {here}",
+        "  key, in JupyterLab: the Jupyter server's environment when it starts, e.g. "
+        f"`{names[-1]}=sk-... jupyter lab` (a key set in this kernel does not reach the server)",
+    ]

@@ -16,6 +16,7 @@ from typing import Any
 
 MODES = ("auto", "review", "insert")
 TOOL_CALLING = ("auto", "on", "off")
+VISION = ("auto", "on", "off")
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,11 @@ class Option:
     short: str | None = None
     # Whether the value may be named in a log line or sent to the browser.
     public: bool = True
+    # Whether the option acts only once a cell failed or its result looked suspicious: first
+    # attempts are the same whatever its value (the bench's paired arms may vary it).
+    after_failure: bool = False
+    # A further check of a converted value: a sentence saying what is wrong, or None.
+    check: Callable[[Any], str | None] | None = None
 
     @property
     def flag(self) -> str:
@@ -61,7 +67,30 @@ class Option:
             raise ValueError(f"{self.flag} must be one of {', '.join(self.choices)}; got {value!r}")
         if self.minimum is not None and converted < self.minimum:
             raise ValueError(f"{self.flag} must be at least {self.minimum:g}; got {value!r}")
+        problem = self.check(converted) if self.check is not None else None
+        if problem is not None:
+            raise ValueError(f"{self.flag} {problem}; got {value!r}")
         return converted
+
+
+def temperature_schedule(text: str) -> tuple[float, ...]:
+    """The temperatures of ``fix_temperatures`` ("0.6, 0.9" → (0.6, 0.9)); () when empty.
+
+    Raises ``ValueError`` when a part is not a number from 0 to 2.
+    """
+    parts = [part.strip() for part in text.split(",")] if text.strip() else []
+    values = tuple(float(part) for part in parts)
+    if any(not 0 <= value <= 2 for value in values):
+        raise ValueError(text)
+    return values
+
+
+def _check_schedule(value: Any) -> str | None:
+    try:
+        temperature_schedule(value)
+    except ValueError:
+        return "expects temperatures from 0 to 2, separated by commas (0.6,0.9)"
+    return None
 
 
 def _to_bool(value: Any) -> bool:
@@ -152,6 +181,7 @@ OPTIONS: tuple[Option, ...] = (
         3,
         "Tries of one cell, the first included (1 = run once, never fix).",
         minimum=1,
+        after_failure=True,
     ),
     Option(
         "max_steps",
@@ -201,6 +231,44 @@ OPTIONS: tuple[Option, ...] = (
         minimum=-1,
     ),
     Option(
+        "fix_temperatures",
+        str,
+        "",
+        "Sampling temperatures of the fixes of a failed cell, comma-separated: the first fix, "
+        "the second, ... (the last one repeats), e.g. 0.6,0.9. A reply at temperature 0 to "
+        "nearly the same prompt is nearly the same code; a warmer one tries something else. "
+        "Empty: fixes use `temperature`.",
+        after_failure=True,
+        check=_check_schedule,
+    ),
+    Option(
+        "fresh_fixes",
+        bool,
+        False,
+        "Ask for each fix afresh: the request with a short account of the failed tries (their "
+        "code and how each failed), instead of the whole conversation with every failed try.",
+        after_failure=True,
+    ),
+    Option(
+        "check_results",
+        bool,
+        False,
+        "Treat a result that looks wrong although nothing raised (NaN, inf, an empty data "
+        "frame, an error printed by an except clause, an answer the request's format cannot "
+        "hold) as a failure: the model is told what looks wrong and may fix the cell, within "
+        "max_attempts; a final answer that looks wrong gets one more look.",
+        after_failure=True,
+    ),
+    Option(
+        "inspect_data",
+        bool,
+        False,
+        "When the request names a data file in the kernel's folder (or a data frame whose rows "
+        "no cell shows), first add and run a labelled cell that loads it and shows its shape, "
+        "columns and types, and a few rows (no rows with share_outputs off); it is one of "
+        "max_steps. Auto mode only.",
+    ),
+    Option(
         "tool_calling",
         str,
         "auto",
@@ -208,6 +276,25 @@ OPTIONS: tuple[Option, ...] = (
         "support tools); off: fenced code blocks; auto: fenced code blocks, which every model "
         "and local server understands.",
         choices=TOOL_CALLING,
+    ),
+    Option(
+        "instructions",
+        str,
+        "",
+        "Instructions for the model in every request (the project's conventions, libraries to "
+        "use, ...), part of its system prompt, with the AGENTS.md nearest the notebook (in its "
+        "folder or a parent, up to the server's root). At most 4,000 characters in all.",
+        public=False,
+    ),
+    Option(
+        "vision",
+        str,
+        "auto",
+        "Whether the model sees images. on: plots and other images go to it as images; off: "
+        "a matplotlib figure is described to it in words (title, axes, what is drawn, legend), "
+        "read silently from the kernel; auto: on for the models litellm's table says see "
+        "images, off for the others (any model it does not know, such as a local server's).",
+        choices=VISION,
     ),
     Option(
         "share_outputs",

@@ -21,7 +21,11 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from .errors import ConfigError
+from .model_names import MODEL_HINT, models_problem
 from .options import OPTIONS, OPTIONS_BY_NAME
+
+#: The options that hold model strings (checked as they are read).
+MODEL_OPTIONS = frozenset({"model", "models"})
 
 
 @dataclass(frozen=True)
@@ -49,7 +53,13 @@ class Settings:
     max_tokens_per_run: int = 200_000
     max_cost_per_run: float = 1.0
     temperature: float = -1.0
+    fix_temperatures: str = ""
+    fresh_fixes: bool = False
+    check_results: bool = False
+    inspect_data: bool = False
     tool_calling: str = "auto"
+    instructions: str = ""
+    vision: str = "auto"
     share_outputs: bool = True
     allow_pip_install: bool = False
     strip_provider_keys: bool = False
@@ -68,27 +78,31 @@ class Settings:
         return {opt.name: getattr(self, opt.name) for opt in OPTIONS if opt.public}
 
 
-def resolve_settings(layers: Iterable[Layer], *, keyless_endpoints: bool = False) -> Settings:
+def resolve_settings(
+    layers: Iterable[Layer], *, keyless_endpoints: bool = False, check_models: bool = True
+) -> Settings:
     """Merge ``layers`` (lowest precedence first) over the defaults into one :class:`Settings`.
 
-    Unknown names, values of the wrong type and values an untrusted layer may not set raise
-    :class:`~jupyter_ci.errors.ConfigError` naming the option, the layer and what is allowed.
-    ``None`` values are ignored (they mean "not set here"). ``keyless_endpoints``: the caller
-    holds no key, so an untrusted layer may name an ``api_base`` (no key can be sent there).
+    Unknown names, values of the wrong type, model strings that name no provider
+    (``check_models``; see :mod:`jupyter_ci.model_names`) and values an untrusted layer may not
+    set raise :class:`~jupyter_ci.errors.ConfigError` naming the option, the layer and what is
+    allowed. ``None`` values are ignored (they mean "not set here"). ``keyless_endpoints``: the
+    caller holds no key, so an untrusted layer may name an ``api_base`` (no key can be sent
+    there).
     """
     layers = list(layers)
-    trusted = _merge([layer for layer in layers if layer.trusted])[0]
+    trusted = _merge([layer for layer in layers if layer.trusted], check_models)[0]
     endpoint = None if keyless_endpoints else trusted["api_base"]
     models = _model_list(trusted["model"], trusted["models"])
     for layer in layers:
         if not layer.trusted:
-            for name, value in _coerced(layer).items():
+            for name, value in _coerced(layer, check_models).items():
                 _check_untrusted(name, value, layer, endpoint, models)
-    values, sources = _merge(layers)
+    values, sources = _merge(layers, check_models)
     return Settings(**values, sources=sources)
 
 
-def _coerced(layer: Layer) -> dict[str, Any]:
+def _coerced(layer: Layer, check_models: bool = True) -> dict[str, Any]:
     """The layer's values converted to their options' types; ``ConfigError`` when one is wrong."""
     result: dict[str, Any] = {}
     for name, raw in layer.values.items():
@@ -105,14 +119,17 @@ def _coerced(layer: Layer) -> dict[str, Any]:
             result[name] = opt.coerce(raw)
         except ValueError as err:
             raise ConfigError(f"{err} (in {layer.name}).", option=name) from None
+        problem = models_problem(result[name]) if check_models and name in MODEL_OPTIONS else ""
+        if problem:
+            raise ConfigError(f"{problem[:-1]} (in {layer.name}).", hint=MODEL_HINT, option=name)
     return result
 
 
-def _merge(layers: list[Layer]) -> tuple[dict[str, Any], dict[str, str]]:
+def _merge(layers: list[Layer], check_models: bool = True) -> tuple[dict[str, Any], dict[str, str]]:
     values: dict[str, Any] = {opt.name: opt.default for opt in OPTIONS}
     sources: dict[str, str] = {opt.name: "default" for opt in OPTIONS}
     for layer in layers:
-        for name, value in _coerced(layer).items():
+        for name, value in _coerced(layer, check_models).items():
             values[name] = value
             sources[name] = layer.name
     return values, sources

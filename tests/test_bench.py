@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ from typing import Any
 import nbformat
 import pytest
 
+from jupyter_ci.bench.paired import fingerprint, pairing_problems, rerun_reason
 from jupyter_ci.bench.report import percentile, render_report, summarize
 from jupyter_ci.bench.runner import (
     append_result,
@@ -29,6 +31,7 @@ from jupyter_ci.bench.suite import build_suite, suite_questions
 from jupyter_ci.bench.suite.checks import CHECKS, fixed
 from jupyter_ci.bench.tasks import Task, TaskError, load_tasks, select_tasks
 from jupyter_ci.cli import BenchApp
+from jupyter_ci.errors import ConfigError
 from jupyter_ci.settings import Settings
 from jupyter_ci.testing import Reply, ScriptedModelServer
 
@@ -293,6 +296,7 @@ def test_summary_figures_and_report() -> None:
     assert summary["failures"]["caps_hit"] == 7
     assert summary["failures"]["wrong_answer"] == 0
     assert summary["by_level"] == {"easy": {"n": 10, "correct": 3}}
+    assert (summary["rescued"], summary["lost"], summary["suspicious_answers"]) == (0, 0, 0)
     text = render_report(summary)
     assert "accuracy: 3/10 correct (30.0%)" in text
     assert "wall time per task: median 5.5 s, p90 9.0 s" in text
@@ -300,6 +304,25 @@ def test_summary_figures_and_report() -> None:
     assert percentile([], 0.9) == 0.0
     assert percentile([3.0], 0.9) == 3.0
     assert summarize([])["accuracy"] == 0.0
+
+
+def test_rescued_lost_and_suspicious_answers_are_counted() -> None:
+    def first(correct: bool) -> dict[str, Any]:
+        return {"answers": {}, "correct": correct}
+
+    records = [
+        record(0, True, 1.0, first_attempt=first(False)),  # rescued
+        record(1, True, 1.0, first_attempt=first(True)),
+        record(2, False, 1.0, first_attempt=first(True)),  # lost
+        record(3, False, 1.0, first_attempt=first(False), suspicious={"answer": ["NaN"]}),
+        record(4, False, 1.0),  # an older record: no first attempt, no suspicious
+    ]
+    summary = summarize(records)
+    assert (summary["rescued"], summary["lost"], summary["suspicious_answers"]) == (1, 1, 1)
+    text = render_report(summary)
+    assert "rescued by the loop (first attempt wrong, final right): 1;" in text
+    assert "lost (first attempt right, final wrong): 1" in text
+    assert "suspicious final answers (NaN, inf, empty, a placeholder): 1" in text
 
 
 # --- the builtin suite -----------------------------------------------------------------------
@@ -330,8 +353,11 @@ def test_builtin_suite_builds_about_20_labelled_tasks(tmp_path: Path) -> None:
 # --- end to end ------------------------------------------------------------------------------
 
 
-def ci_bench(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def ci_bench(
+    *args: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     environment = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTER_CI_")}
+    environment.update(env or {})
     return subprocess.run(
         [sys.executable, "-m", "jupyter", "ci", "bench", *args],
         capture_output=True,
@@ -363,7 +389,11 @@ def test_bench_end_to_end_with_the_scripted_model(tmp_path: Path) -> None:
     out = tmp_path / "out"
     with ScriptedModelServer(script) as server:
         model = ("--model", "openai/scripted", "--api-base", server.base_url)
-        result = ci_bench(str(root), *model, "--out", str(out), "--max-steps", "2", cwd=tmp_path)
+        # ResourceWarning shown: an HTTP client left open at exit would say so.
+        warnings = {"PYTHONWARNINGS": "default"}
+        result = ci_bench(
+            str(root), *model, "--out", str(out), "--max-steps", "2", cwd=tmp_path, env=warnings
+        )
         assert result.returncode == 0, result.stderr
         assert server.script.exhausted
         first_request = server.chat_requests[0].messages[-1]["content"]
@@ -415,7 +445,7 @@ def test_bench_end_to_end_with_the_scripted_model(tmp_path: Path) -> None:
     assert (summary["n"], summary["correct"], summary["accuracy"]) == (2, 1, 0.5)
     assert summary["attempts_mean"] == 1.5
     assert summary["repeated_fixes"] == 1
-    assert "fixes that repeated the failed code (not run): 1" in result.stdout
+    assert "fixes that repeated the failed code (not run): 1;" in result.stdout
     assert summary["first_attempt_correct"] == 1
     assert summary["failures"]["wrong_answer"] == 1
     assert "accuracy: 1/2 correct (50.0%)" in result.stdout
@@ -423,6 +453,9 @@ def test_bench_end_to_end_with_the_scripted_model(tmp_path: Path) -> None:
     assert "first attempt only (a one-shot estimate): 1/2 correct" in result.stdout
     assert "[1/2] id=0 correct" in result.stderr
     assert "[2/2] id=7 wrong_answer" in result.stderr
+    # Nothing but the bench's own lines: no kernel's encryption warning, no unclosed client.
+    assert "without encryption" not in result.stderr
+    assert "nclosed" not in result.stderr
     bench = json.loads((out / "bench.json").read_text())
     assert bench["task_ids"] == [0, 7]
     assert server.base_url not in json.dumps(bench)
@@ -483,3 +516,272 @@ def test_bench_builtin_suite_sample_in_process(
     assert "accuracy: 0/2 correct (0.0%)" in captured.out
     assert f"[2/2] id={chosen[1].id} no_answer" in captured.err
     assert not list((out / "notebooks").glob("*.ipynb"))  # no cells, no notebook kept
+
+
+# --- jobs ------------------------------------------------------------------------------------
+
+
+def test_jobs_run_tasks_at_once_each_record_on_its_own_line(tmp_path: Path) -> None:
+    tasks = [Task(i, f"q{i}", "", "@x[v]", "f.csv", labels=(("x", "1"),)) for i in range(7)]
+    append_result(tmp_path / "results.jsonl", record(6, True, 1.0))  # done before: resumed
+    running: list[int | str] = []
+    most = 0
+    three_at_once = asyncio.Event()
+    ran: list[int | str] = []
+
+    async def fake(task: Task, settings: Settings, out_dir: Path) -> dict[str, Any]:
+        nonlocal most
+        running.append(task.id)
+        most = max(most, len(running))
+        if len(running) == 3:
+            three_at_once.set()
+        # One task at a time would wait here forever: the timeout only turns that into a failure.
+        await asyncio.wait_for(three_at_once.wait(), 30)
+        running.remove(task.id)
+        ran.append(task.id)
+        return record(task.id, True, 1.0, padding="x" * 20000)  # long lines, written whole
+
+    records = asyncio.run(run_bench(tasks, Settings(), tmp_path, resume=True, runner=fake, jobs=3))
+    assert most == 3
+    assert sorted(ran, key=int) == [0, 1, 2, 3, 4, 5]
+    assert [r["id"] for r in records] == [0, 1, 2, 3, 4, 5, 6]
+    lines = (tmp_path / "results.jsonl").read_text().splitlines()
+    assert len(lines) == 7
+    assert sorted(json.loads(line)["id"] for line in lines) == list(range(7))
+
+
+def test_a_config_error_in_one_job_cancels_the_others(tmp_path: Path) -> None:
+    tasks = [Task(i, f"q{i}", "", "@x[v]", "f.csv", labels=(("x", "1"),)) for i in range(4)]
+    cancelled: list[int | str] = []
+    never = asyncio.Event()
+
+    async def fake(task: Task, settings: Settings, out_dir: Path) -> dict[str, Any]:
+        if task.id == 1:
+            raise ConfigError("The model is not configured.")
+        try:
+            await never.wait()
+        except asyncio.CancelledError:
+            cancelled.append(task.id)
+            raise
+        return record(task.id, True, 1.0)
+
+    with pytest.raises(ConfigError):
+        asyncio.run(run_bench(tasks, Settings(), tmp_path, runner=fake, jobs=3))
+    assert sorted(cancelled, key=int) == [0, 2]
+    assert not read_results(tmp_path / "results.jsonl")
+
+
+# --- paired arms -----------------------------------------------------------------------------
+
+
+def test_the_paired_rule_reruns_failures_and_suspicious_results_only(tmp_path: Path) -> None:
+    ok = [{"cell": "c", "code": "x", "status": "ok"}]
+    request = "Answer format: @mean[value] rounded."
+    assert rerun_reason(None, tmp_path) == "no record in OUT"
+    assert rerun_reason(record(1, True, 1.0), tmp_path) == "its record in OUT has no tries"
+    assert rerun_reason(record(1, False, 1.0, tries=ok, reason="model_error"), tmp_path) == (
+        "the run ended with model_error"
+    )
+    failed = [{"cell": "c", "code": "x", "status": "error"}, *ok]
+    assert rerun_reason(record(1, True, 1.0, tries=failed), tmp_path) == "a cell ended error"
+    # A wrong answer without a failure or anything suspicious runs the same: carried over.
+    wrong = record(1, False, 1.0, tries=ok, answers={"mean": "3.5"}, reason="answered")
+    assert rerun_reason(wrong, tmp_path, request) is None
+    odd = {**wrong, "answers": {"mean": "nan"}}
+    assert "an answer's value cannot be right" in str(rerun_reason(odd, tmp_path, request))
+    placeholder = {**wrong, "answers": {"mean": "value"}}
+    assert rerun_reason(placeholder, tmp_path, request) is not None
+    # A generated cell's final outputs: an error printed and swallowed.
+    notebook = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("try: ...", metadata={"jupyter_ci": {"step": 1}})
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="Error: no such column\n")]
+    notebook.cells = [cell]
+    (tmp_path / "notebooks").mkdir()
+    nbformat.write(notebook, str(tmp_path / "notebooks" / "1.ipynb"))
+    swallowed = {**wrong, "notebook": "notebooks/1.ipynb"}
+    assert "an error was printed" in str(rerun_reason(swallowed, tmp_path, request))
+
+
+def test_a_paired_arm_must_not_change_first_attempts() -> None:
+    here = {
+        "tasks": "/d",
+        "settings": Settings(model="m").public_dict(),
+        "fingerprint": fingerprint(),
+    }
+    same = json.loads(json.dumps(here))
+    assert pairing_problems(same, here) == ([], [])
+    # Options that act only after a failure may differ; the others may not.
+    levers = {"max_attempts": 1, "fix_temperatures": "0.6,0.9", "fresh_fixes": True}
+    fewer = {**here, "settings": {**here["settings"], **levers, "check_results": True}}
+    assert pairing_problems(same, fewer) == ([], [])
+    looking = {**here, "settings": {**here["settings"], "inspect_data": True}}
+    assert pairing_problems(same, looking)[0] == [
+        "--inspect-data is True here but False in OUT: it can change first attempts, so only a "
+        "full arm measures it"
+    ]
+    hotter = {**here, "settings": {**here["settings"], "temperature": 0.5}}
+    errors, _ = pairing_problems(same, hotter)
+    assert errors == [
+        "--temperature is 0.5 here but -1.0 in OUT: it can change first attempts, so only a "
+        "full arm measures it"
+    ]
+    # A setting an older run did not record had its default there.
+    older = {**same, "settings": {k: v for k, v in same["settings"].items() if k != "timeout"}}
+    assert pairing_problems(older, here) == ([], [])
+    # Prompts: changed ones are refused; a run that did not record them is warned about.
+    edited = json.loads(json.dumps(same))
+    edited["fingerprint"]["prompts"]["system"] = "0" * 16
+    errors, _ = pairing_problems(edited, here)
+    assert errors == ["the prompts that write first attempts changed since OUT (system)"]
+    unknown = {k: v for k, v in same.items() if k != "fingerprint"}
+    errors, warnings = pairing_problems(unknown, here)
+    assert errors == []
+    assert "does not record the hashes of its prompts" in warnings[0]
+    moved = {**same, "tasks": "/elsewhere"}
+    assert pairing_problems(moved, here)[1] == ["OUT's tasks came from /elsewhere, these from /d"]
+
+
+FOUR = [
+    question(0, "Zero: the mean fare.", "@mean_fare[value]"),
+    question(1, "One: the mean fare.", "@mean_fare[value]"),
+    question(2, "Two: the mean fare.", "@mean_fare[value]"),
+    question(3, "Three: the mean fare.", "@mean_fare[value]"),
+]
+FOUR_LABELS = [{"id": i, "common_answers": [["mean_fare", "34.65"]]} for i in range(4)]
+
+
+def test_paired_arm_end_to_end_reruns_only_what_the_levers_can_change(tmp_path: Path) -> None:
+    root = write_tasks(tmp_path / "four", FOUR, FOUR_LABELS)
+    base, arm = tmp_path / "base", tmp_path / "arm"
+    right = "print('@mean_fare[34.65]')"
+    script = [
+        Reply.code(right, match="Question: Zero"),  # right at once: carried over
+        Reply.code("print(fare_mean)", match="Question: One"),  # fails, then fixed: re-run
+        Reply.code(right, match="NameError"),
+        Reply.code("print('@mean_fare[nan]')", match="Question: Two"),  # NaN: re-run
+        Reply.code("print('@mean_fare[30.00]')", match="Question: Three"),  # wrong: carried
+        Reply.text("Done.", times=None),
+    ]
+    with ScriptedModelServer(script) as server:
+        model = ("--model", "openai/scripted", "--api-base", server.base_url)
+        first = ci_bench(str(root), *model, "--out", str(base), cwd=tmp_path)
+        assert first.returncode == 0, first.stderr
+    assert "accuracy: 2/4 correct" in first.stdout
+    # The arm: one attempt per cell (an option that acts after a failure), two tasks at once.
+    script = [
+        Reply.code("print(fare_mean)", match="Question: One"),
+        Reply.code(right, match="Question: Two"),
+        Reply.text("Done.", times=None),
+    ]
+    with ScriptedModelServer(script) as server:
+        model = ("--model", "openai/scripted", "--api-base", server.base_url)
+        paired = ("--paired-with", str(base), "--max-attempts", "1", "--jobs", "2")
+        result = ci_bench(str(root), *model, "--out", str(arm), *paired, cwd=tmp_path)
+        asked = sorted(
+            re.search(r"Question: (\w+)", str(r.messages[-1]["content"])).group(1)  # type: ignore[union-attr]
+            for r in server.chat_requests
+            if "Question:" in str(r.messages[-1]["content"])
+        )
+    assert result.returncode == 0, result.stderr
+    assert asked == ["One", "Two"]
+    assert "paired with" in result.stderr
+    assert "2 tasks to run, 2 carried over" in result.stderr
+    records = {
+        r["id"]: r for r in map(json.loads, (arm / "results.jsonl").read_text().splitlines())
+    }
+    assert {i: r["paired"] for i, r in records.items()} == {
+        0: "carried",
+        1: "rerun",
+        2: "rerun",
+        3: "carried",
+    }
+    assert records[1]["rerun_reason"] == "a cell ended error"
+    assert records[2]["rerun_reason"].startswith("suspicious: an answer's value")
+    assert (records[1]["correct"], records[2]["correct"]) == (False, True)
+    assert (arm / "notebooks" / "0.ipynb").is_file()  # carried over with its record
+    summary = json.loads((arm / "summary.json").read_text())
+    assert (summary["n"], summary["correct"]) == (4, 2)
+    assert summary["paired"]["rerun"] == 2
+    assert summary["paired"]["carried"] == 2
+    assert summary["paired"]["warnings"] == []
+    assert "paired with" in result.stdout
+    assert "2 tasks re-run, 2 carried over" in result.stdout
+    assert json.loads((arm / "bench.json").read_text())["paired_with"]["with"] == str(base)
+
+    # Resumed, nothing runs again (no model is even reachable).
+    again = ci_bench(
+        str(root),
+        "--model",
+        "openai/scripted",
+        "--api-base",
+        "http://127.0.0.1:9/v1",
+        "--out",
+        str(arm),
+        "--paired-with",
+        str(base),
+        "--resume",
+        cwd=tmp_path,
+    )
+    assert again.returncode == 0, again.stderr
+    assert len((arm / "results.jsonl").read_text().splitlines()) == 4
+
+    # What changes first attempts is refused, before anything runs.
+    hotter = ci_bench(
+        str(root),
+        "--model",
+        "openai/scripted",
+        "--out",
+        str(tmp_path / "hot"),
+        "--paired-with",
+        str(base),
+        "--temperature",
+        "0.7",
+        cwd=tmp_path,
+    )
+    assert hotter.returncode == 2
+    assert "would not be valid: --temperature is 0.7 here" in hotter.stderr
+    assert "Run a full arm" in hotter.stderr
+    assert not (tmp_path / "hot").exists()
+    nowhere = ci_bench(
+        str(root),
+        "--model",
+        "openai/scripted",
+        "--out",
+        str(tmp_path / "x"),
+        "--paired-with",
+        str(tmp_path / "nothing"),
+        cwd=tmp_path,
+    )
+    assert nowhere.returncode == 2
+    assert "is not a bench run" in nowhere.stderr
+
+
+def test_bench_records_the_levers_inspecting_and_looking_again(tmp_path: Path) -> None:
+    root = write_tasks(tmp_path / "tiny", TINY[:1], TINY_LABELS)
+    nan = "print('@mean_fare[nan]')"
+    script = [
+        # The model's first request comes after the inspecting cell ran, and shows it.
+        Reply.code(nan, match=r"first look at the data(.|\n)*fares: 3 rows x 2 columns"),
+        Reply.code(MEAN_CODE, match=r"its result looks wrong"),
+        Reply.text("The mean fare is @mean_fare[34.65].", match=r"@mean_fare\[34\.65\]"),
+    ]
+    out = tmp_path / "out"
+    with ScriptedModelServer(script) as server:
+        levers = ("--inspect-data", "--check-results")
+        model = ("--model", "openai/scripted", "--api-base", server.base_url)
+        result = ci_bench(str(root), *model, *levers, "--out", str(out), cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        assert server.script.exhausted
+    (line,) = [json.loads(text) for text in (out / "results.jsonl").read_text().splitlines()]
+    assert line["correct"] is True
+    assert line["inspected"] is True
+    assert (line["cells"], line["attempts"]) == (2, 3)  # the look, then one cell tried twice
+    # The first attempt is the model's first cell, not jupyter-ci's look at the data.
+    assert line["first_attempt"] == {"answers": {"mean_fare": "nan"}, "correct": False}
+    assert line["looked_again"] == 1
+    assert line["suspicious"] == {"answer": [], "outputs": []}
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["rescued"], summary["looked_again"]) == (1, 1)
+    assert "results that looked wrong, looked at again: 1" in result.stdout
+    bench = json.loads((out / "bench.json").read_text())
+    assert (bench["settings"]["inspect_data"], bench["settings"]["check_results"]) == (True, True)

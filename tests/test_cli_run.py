@@ -62,6 +62,22 @@ def test_run_appends_cells_with_outputs_and_exits_0(tmp_path: Path) -> None:
     assert server.base_url not in text
 
 
+def test_run_prints_no_kernel_encryption_warning_nor_unclosed_clients(tmp_path: Path) -> None:
+    """ipykernel 7's "Kernel is running over TCP without encryption" (once per kernel started)
+    and the HTTP clients litellm keeps, left open at exit ("Unclosed client session", an
+    unclosed transport), are noise on the command's stderr."""
+    path = write_notebook(tmp_path / "q.ipynb")
+    script = [Reply.code("print(6 * 7)"), Reply.text("It is 42.")]
+    with ScriptedModelServer(script) as server:
+        model = ("--model", "openai/scripted", "--api-base", server.base_url)
+        # ResourceWarning is ignored by default: shown, an unclosed session or socket says so.
+        result = ci_run(str(path), "multiply", *model, env={"PYTHONWARNINGS": "default"})
+    assert result.returncode == 0, result.stderr
+    assert "It is 42." in result.stdout
+    assert "without encryption" not in result.stderr
+    assert "nclosed" not in result.stderr  # "Unclosed client session", "unclosed transport"
+
+
 def test_failed_task_exits_1_and_keeps_the_original_cells(tmp_path: Path) -> None:
     path = write_notebook(tmp_path / "b.ipynb", ["x = 1"])
     with ScriptedModelServer([Reply.code("1/0", times=None)]) as server:
@@ -88,6 +104,9 @@ def test_configuration_errors_exit_2_and_leave_the_file_alone(tmp_path: Path) ->
     no_model = ci_run(str(path), "anything")
     assert no_model.returncode == 2
     assert "No model is configured" in no_model.stderr
+    no_provider = ci_run(str(path), "anything", "--model", "gpt4o-mini")
+    assert no_provider.returncode == 2
+    assert "Use provider/model, e.g. openai/gpt-4o-mini." in no_provider.stderr
     bad_flag = ci_run(str(path), "anything", "--model", "openai/x", "--max-attempts", "0")
     assert bad_flag.returncode == 2
     assert "--max-attempts must be at least 1" in bad_flag.stderr

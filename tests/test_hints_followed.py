@@ -11,7 +11,9 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
+import nbformat
 import pytest
+from nbclient import NotebookClient
 
 from jupyter_ci.testing import Reply, ScriptedModelServer
 
@@ -96,3 +98,55 @@ def test_make_a_read_only_notebook_writable(model: ScriptedModelServer, tmp_path
     model.set_script([Reply.code("y = 2"), Reply.text("Done.")])
     second = run(model, path)
     assert second.returncode == 0, second.stderr
+
+
+def test_the_no_model_hint_of_jupyter_ci_run(model: ScriptedModelServer, tmp_path: Path) -> None:
+    path = write_notebook(tmp_path / "a.ipynb", [])
+    first = ci_run(str(path), "do it", env={"OPENAI_API_KEY": ""})
+    assert first.returncode == 2, first.stderr
+    hint = re.search(
+        r"Add (--model \S+) .*with the key in (\w+) .*in this shell's environment", first.stderr
+    )
+    assert hint, first.stderr
+    flag, variable = hint.group(1).split(), hint.group(2)
+    model.set_script([Reply.code("x = 2 + 2"), Reply.text("x is 4.")])
+    # Exactly that: the flag, and the key in that variable (OPENAI_BASE_URL stands in for
+    # api.openai.com, pointing the OpenAI provider at the scripted model).
+    env = {variable: "sk-followed-the-hint-0123", "OPENAI_BASE_URL": model.base_url}
+    second = ci_run(str(path), "do it", *flag, env=env)
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.strip() == "x is 4."
+    assert model.chat_requests[0].authorization_present
+
+
+def _kernel_notebook(sources: list[str]) -> str:
+    """Run ``sources`` in a fresh kernel (nbclient: no JupyterLab, so %%ci runs in the kernel);
+    the text the cells printed."""
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell(source) for source in sources]
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+    NotebookClient(notebook, timeout=120, kernel_name="python3").execute()
+    return "".join(
+        str(output.get("text", "")) for cell in notebook.cells for output in cell.outputs
+    )
+
+
+def test_the_no_model_hint_of_ci_in_a_kernel(
+    model: ScriptedModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("JUPYTER_CI_MODEL", "JUPYTER_CI_API_KEY", "JUPYTER_CI_API_BASE", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    first = _kernel_notebook(["%load_ext jupyter_ci", "%%ci make x"])
+    hint = re.search(
+        r"run `(%ci --model \S+)`.*with the key in (\w+) .*the kernel starts with", first
+    )
+    assert hint, first
+    line, variable = hint.group(1), hint.group(2)
+    model.set_script([Reply.code("x = 2 + 2"), Reply.text("x is 4.")])
+    # The key in the environment the kernel starts with (OPENAI_BASE_URL stands in for
+    # api.openai.com), and the hint's %ci line.
+    monkeypatch.setenv(variable, "sk-followed-the-hint-0123")
+    monkeypatch.setenv("OPENAI_BASE_URL", model.base_url)
+    second = _kernel_notebook(["%load_ext jupyter_ci", line, "%%ci make x"])
+    assert "jupyter-ci: done" in second, second
+    assert model.chat_requests[0].authorization_present

@@ -18,6 +18,7 @@ from jupyter_ci.magics import (
     GENERATING_BELOW,
     HANDED_OFF,
     HELD_BACK,
+    INSIDE_A_RUN,
     REVIEW_IN_KERNEL,
     should_hand_off,
 )
@@ -630,3 +631,47 @@ def test_no_run_offers_the_code_without_running_it(shell: InteractiveShell) -> N
     assert "jupyter-ci: done (inserted, not run) — 1 cell, 0 attempts" in captured.stdout
     assert "the code was not run (--no-run)" in captured.stdout
     assert "running cell" not in captured.stdout
+
+
+def test_generated_code_cannot_start_a_run_inside_the_in_kernel_loop(
+    shell: InteractiveShell,
+) -> None:
+    # The in-kernel loop runs its cells in this shell: a generated %%ci would start a run of
+    # its own, outside this run's caps (issue 27, item 10).
+    with ScriptedModelServer([]) as server:
+        nested = (
+            "get_ipython().run_cell_magic('ci', "
+            f"'--model openai/scripted --api-base {server.base_url}', 'do more')"
+        )
+        server.set_script([Reply.code(nested), Reply.text("never asked", times=None)])
+        with capture_output() as captured:
+            shell.run_cell(
+                f"%%ci --model openai/scripted --api-base {server.base_url} --max-steps 1 go\n"
+            )
+        requests = server.chat_requests
+    assert INSIDE_A_RUN in captured.stdout
+    assert len(requests) == 1  # the run's own; none from the nested %%ci
+    # Outside the run, %%ci works again.
+    script = [Reply.code("after = 1"), Reply.text("Done.")]
+    with ScriptedModelServer(script) as server, capture_output():
+        shell.run_cell(f"%%ci --model openai/scripted --api-base {server.base_url} one\n")
+    assert shell.user_ns["after"] == 1
+
+
+def test_a_cell_a_jupyterlab_run_executes_starts_no_run(shell: InteractiveShell) -> None:
+    # The tab names the run in the metadata of the execute requests of its cells.
+    parent = {
+        "header": {"session": "s-1", "msg_id": "m-1"},
+        "metadata": {"cellId": "generated", "jupyter_ci_resume": True, "jupyter_ci_run": "r-1"},
+        "content": {"code": "%%ci more"},
+    }
+    shell.kernel = _FakeKernel(parent)  # type: ignore[attr-defined]
+    try:
+        with ScriptedModelServer([Reply.code("x = 1")]) as server:
+            with capture_output() as captured:
+                shell.run_cell(f"%%ci --model openai/scripted --api-base {server.base_url} more\n")
+            requests = server.chat_requests
+    finally:
+        del shell.kernel  # type: ignore[attr-defined]
+    assert INSIDE_A_RUN in captured.stdout
+    assert requests == []

@@ -85,7 +85,19 @@ def test_ci_never_prints_key_or_endpoint(
     assert "sk-secret" not in out
     assert "127.0.0.1:9" not in out
     assert "api_base: set (custom endpoint)" in out
-    assert "key: found in JUPYTER_CI_API_KEY" in out
+    assert "key, where %%ci runs in this kernel: found in JUPYTER_CI_API_KEY" in out
+
+
+def test_ci_refuses_a_model_without_a_provider_and_says_what_to_write(
+    shell: InteractiveShell,
+) -> None:
+    run(shell, "%ci --model openai/gpt-4o-mini")
+    out = run(shell, "%ci --model gpt4o-mini")
+    assert "The model 'gpt4o-mini' does not name a provider litellm knows" in out
+    assert "Use provider/model, e.g. openai/gpt-4o-mini." in out
+    assert "model: openai/gpt-4o-mini" in run(shell, "%ci")  # the previous one is kept
+    out = run(shell, "%%ci --model gpt4o-mini plot the iris data\n")
+    assert "Use provider/model, e.g. openai/gpt-4o-mini." in out
 
 
 def test_cell_magic_without_model_says_what_to_set(shell: InteractiveShell) -> None:

@@ -9,7 +9,7 @@ import types
 
 import pytest
 
-from jupyter_ci.errors import ConfigError, ModelError
+from jupyter_ci.errors import ConfigError, InternalError, ModelError
 from jupyter_ci.models import litellm_model
 from jupyter_ci.models.litellm_model import LiteLLMModel, estimate_tokens
 from jupyter_ci.models.scrub import scrub
@@ -107,13 +107,16 @@ async def test_faults_become_clear_model_errors(fault: Fault, kind: str, words: 
 @pytest.mark.asyncio
 async def test_rate_limit_is_retried_after_the_servers_delay() -> None:
     script = [Reply.fail(Fault.rate_limit(0.3)), Reply.text("ok now")]
+    waits: list[tuple[float, int, int]] = []
     with ScriptedModelServer(script) as server:
         started = time.monotonic()
-        reply = await model_for(server).complete(MESSAGES)
+        reply = await model_for(server).complete(MESSAGES, on_wait=lambda *wait: waits.append(wait))
         waited = time.monotonic() - started
         assert len(server.chat_requests) == 2
     assert reply.text == "ok now"
     assert waited >= 0.3
+    # The wait is said as it starts (seconds, retry, most retries) and as it ends.
+    assert waits == [(0.3, 1, 2), (0.0, 1, 2)]
 
 
 @pytest.mark.asyncio
@@ -246,3 +249,34 @@ def test_a_failed_litellm_import_says_so_and_leaves_nothing_half_imported(
     assert "litellm could not be imported: UserWarning: Items 'model'" in raised.value.message
     assert "pip install -U litellm" in raised.value.hint
     assert not [n for n in sys.modules if n == "litellm" or n.startswith("litellm.")]
+
+
+@pytest.mark.asyncio
+async def test_a_provider_error_names_its_exception_once() -> None:
+    script = [Reply.fail(Fault.server_error("the GPU fell over"))]
+    with ScriptedModelServer(script) as server, pytest.raises(ModelError) as err:
+        await model_for(server).complete(MESSAGES)
+    assert err.value.message == "InternalServerError: the GPU fell over"
+    wrapped = ModelError("provider", "InternalServerError: InternalServerError: x")
+    assert wrapped.message == "InternalServerError: x"
+    assert str(InternalError("KeyError: KeyError: 'a'")).startswith("KeyError: 'a' This is a bug")
+    # Only litellm's prefix of an exception name goes, not its name inside a link.
+    linked = litellm_model.provider_text(
+        "litellm.BadRequestError: BadRequestError: see https://docs.litellm.ai/docs/providers"
+    )
+    assert linked == "BadRequestError: see https://docs.litellm.ai/docs/providers"
+
+
+@pytest.mark.asyncio
+async def test_a_model_litellm_cannot_place_is_a_config_error_saying_what_to_write() -> None:
+    # A provider prefix only litellm can judge (the light check lets any prefix through).
+    with ScriptedModelServer([Reply.text("never")]) as server:
+        with pytest.raises(ConfigError) as err:
+            await model_for(server, "opanai/gpt-4o-mini").complete(MESSAGES)
+        assert server.chat_requests == []
+    assert (
+        err.value.message
+        == "The model 'opanai/gpt-4o-mini' does not name a provider litellm knows."
+    )
+    assert err.value.hint == "Use provider/model, e.g. openai/gpt-4o-mini."
+    assert err.value.option == "model"

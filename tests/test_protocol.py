@@ -50,8 +50,10 @@ VOCABULARY = {
     "HandoffErrorName",
     "HeldBackErrorName",
     "ResumeMetadataKey",
+    "RunMetadataKey",
     "CellMetadataKey",
     "ReplyGraceSeconds",
+    "RateLimitedReason",
 }
 OPAQUE = {"Output"}  # nbformat's own output shapes, passed through as dicts
 
@@ -337,7 +339,7 @@ VALID: list[tuple[str, dict[str, Any]]] = [
             "ok": True,
             "preview": {
                 "model": "openai/scripted",
-                "messages": [{"role": "system", "content": "You are jupyter-ci"}],
+                "messages": [{"role": "system", "content": "You are jupyter-ci", "tokens": 5}],
                 "prompt_tokens": 5,
                 "context_tokens": 8000,
             },

@@ -33,7 +33,7 @@ from jupyter_ci.agent.digest import digest_outputs
 from jupyter_ci.agent.loop import DIGEST_CHARS, AgentRun, RunOutcome, RunRequest
 from jupyter_ci.agent.states import RunState
 from jupyter_ci.errors import ModelError
-from jupyter_ci.models.base import ModelReply, TextCallback
+from jupyter_ci.models.base import ModelReply, TextCallback, WaitCallback
 from jupyter_ci.models.litellm_model import LiteLLMModel
 from jupyter_ci.settings import Settings
 from jupyter_ci.testing import realmodel
@@ -131,6 +131,7 @@ def test_server_command_line_is_local_and_sized() -> None:
         "--port": "8061",
         "--n_ctx": "4096",
         "--n_threads": "2",
+        "--interrupt_requests": "False",  # a second client must not cut the first's reply
     }
 
 
@@ -184,9 +185,13 @@ class RecordingModel:
         *,
         tools: Sequence[dict[str, Any]] | None = None,
         on_text: TextCallback | None = None,
+        temperature: float | None = None,
+        on_wait: WaitCallback | None = None,
     ) -> ModelReply:
         self.requests.append([dict(message) for message in messages])
-        return await self.inner.complete(messages, tools=tools, on_text=on_text)
+        return await self.inner.complete(
+            messages, tools=tools, on_text=on_text, temperature=temperature, on_wait=on_wait
+        )
 
 
 async def run_agent(

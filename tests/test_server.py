@@ -54,6 +54,8 @@ async def test_status_reports_version_and_models_only(jp_fetch: Any) -> None:
         "persistent": True,
         "storage_problem": None,
         "ollama_models": None,
+        "config_problem": None,
+        "setup": None,
     }
     assert "127.0.0.1:9" not in body
     assert SECRET not in body

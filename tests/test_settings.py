@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ from traitlets.config import Config
 
 from jupyter_ci.config import JupyterCI, environment_values
 from jupyter_ci.errors import ConfigError
+from jupyter_ci.model_names import model_problem
 from jupyter_ci.options import OPTIONS_BY_NAME
 from jupyter_ci.settings import Layer, resolve_settings
 
@@ -176,3 +178,46 @@ def test_a_lab_setting_agrees_with_its_option(name: str) -> None:
     assert spec.get("minimum") == option.minimum
     choices = None if option.choices is None else [*option.choices, None]
     assert spec.get("enum") == choices
+
+
+@pytest.mark.parametrize(
+    "layer",
+    [
+        server(model="gpt4o-mini"),
+        server(model="openai/gpt-4o-mini", models="openai/x, gpt4o-mini"),
+        Layer("%ci session settings", {"model": "gpt4o-mini"}, trusted=True),
+        Layer("the environment", environment_values({"JUPYTER_CI_MODEL": "gpt4o"})),
+        Layer("this request", {"model": "openai/"}),
+    ],
+)
+def test_a_model_string_without_a_provider_is_refused_as_it_is_read(
+    layer: Layer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Without litellm imported (as in a kernel after %load_ext): the light check.
+    monkeypatch.delitem(sys.modules, "litellm", raising=False)
+    with pytest.raises(ConfigError) as err:
+        resolve_settings([layer])
+    assert err.value.hint == "Use provider/model, e.g. openai/gpt-4o-mini."
+    assert err.value.option in ("model", "models")
+    assert layer.name in err.value.message
+    assert "does not name a provider" in err.value.message
+
+
+@pytest.mark.parametrize("name", ["openai/gpt-4o-mini", "gpt-4o-mini", "ollama/qwen2.5-coder"])
+def test_model_strings_litellm_can_place_are_accepted(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delitem(sys.modules, "litellm", raising=False)
+    assert resolve_settings([server(model=name)]).model == name
+
+
+def test_with_litellm_loaded_its_own_resolution_decides() -> None:
+    from jupyter_ci.models.litellm_model import _load_litellm
+
+    _load_litellm()
+    assert model_problem("openai/gpt-4o-mini") == ""
+    assert model_problem("gpt4o-mini") != ""
+    # The light check lets any prefix through; litellm knows its providers.
+    assert model_problem("opanai/gpt-4o-mini") != ""
+    with pytest.raises(ConfigError, match="opanai"):
+        resolve_settings([server(model="opanai/gpt-4o-mini")])

@@ -101,3 +101,21 @@ def test_ending_needs_a_known_reason() -> None:
 def test_invalid_transition_is_an_internal_error() -> None:
     assert issubclass(InvalidTransition, InternalError)
     assert not InvalidTransition.feed_back
+
+
+def test_the_status_line_says_no_cost_when_no_token_was_spent() -> None:
+    from jupyter_ci.agent.outcome import RunOutcome, rate_limited_line
+    from jupyter_ci.agent.states import RunState
+    from jupyter_ci.models.base import TokenUsage
+
+    def line(usage: TokenUsage) -> str:
+        return RunOutcome(
+            "r", RunState.FAILED, "model_error", None, [], 0, usage, 0.4
+        ).status_line()
+
+    # A run that failed before the model answered: nothing was spent, at any price.
+    assert line(TokenUsage()).endswith("0 tokens, no cost, 0.4 s")
+    assert line(TokenUsage(0, 0, None)).endswith("0 tokens, no cost, 0.4 s")
+    assert line(TokenUsage(10, 2, None)).endswith("12 tokens, cost unknown, 0.4 s")
+    assert line(TokenUsage(10, 2, 0.0012)).endswith("12 tokens, $0.0012, 0.4 s")
+    assert rate_limited_line(6.2, 1, 2) == "jupyter-ci: rate limited — retrying in 6 s (1/2)"

@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from jupyter_ci.errors import LAB_SETUP_COMMAND
+
 
 class _Ollama(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
@@ -59,3 +61,18 @@ async def test_no_ollama_answering_means_none(
     status = json.loads((await jp_fetch("jupyter-ci", "status")).body)
     assert status["model"] is None
     assert status["ollama_models"] is None
+
+
+async def test_a_configured_model_without_a_provider_is_a_problem_the_status_names(
+    jp_fetch: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("JUPYTER_CI_OLLAMA_URL", "http://127.0.0.1:9")
+    status = json.loads((await jp_fetch("jupyter-ci", "status")).body)
+    assert status["config_problem"] is None
+    assert status["setup"]["command"] == LAB_SETUP_COMMAND
+    monkeypatch.setenv("JUPYTER_CI_MODEL", "gpt4o-mini")
+    status = json.loads((await jp_fetch("jupyter-ci", "status")).body)
+    assert status["model"] is None
+    assert status["models"] == []
+    assert "'gpt4o-mini' does not name a provider" in status["config_problem"]
+    assert "Use provider/model, e.g. openai/gpt-4o-mini." in status["config_problem"]

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
+from jupyter_ci.server.paths import BadPath, notebook_path
 from jupyter_ci.server.store import (
     MIGRATIONS,
     SCHEMA_VERSION,
@@ -832,3 +833,55 @@ async def test_a_slow_write_does_not_block_the_event_loop(tmp_path: Path) -> Non
             await ticking
         assert message.text == "late"
         assert [m.text for m in await store.messages(conversation.id)] == ["late"]
+
+
+@pytest.mark.asyncio
+async def test_every_spelling_of_a_path_is_one_conversation_and_other_files_are_not(
+    store: ConversationStore,
+) -> None:
+    x = await store.conversation_for("sub/x.ipynb")
+    for alias in ("sub/../sub/x.ipynb", "./sub/x.ipynb", "sub//x.ipynb", "/sub/x.ipynb/"):
+        assert (await store.conversation_for(alias)).id == x.id, alias
+        assert (await store.conversation_for(alias)).path == "sub/x.ipynb"
+    # A backslash is part of a file's name here (POSIX): another file, another conversation.
+    slash = await store.conversation_for("back/slash.ipynb")
+    backslash = await store.conversation_for("back\\slash.ipynb")
+    assert slash.id != backslash.id
+    assert backslash.path == "back\\slash.ipynb"
+    for bad in ("../x.ipynb", "sub/../../x.ipynb", "", "/", "."):
+        with pytest.raises(BadPath):
+            await store.conversation_for(bad)
+
+
+def test_a_backslash_separates_folders_where_the_system_says_so() -> None:
+    assert notebook_path("back\\slash.ipynb", separator="\\") == "back/slash.ipynb"
+    assert notebook_path("a\\..\\b.ipynb", separator="\\") == "b.ipynb"
+    assert notebook_path("back\\slash.ipynb", separator="/") == "back\\slash.ipynb"
+    with pytest.raises(BadPath, match="goes above the server's root"):
+        notebook_path("..\\x.ipynb", separator="\\")
+
+
+@pytest.mark.asyncio
+async def test_conversations_stored_under_another_spelling_are_read_under_the_canonical_one(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "ci.sqlite"
+    async with ConversationStore(path) as first:
+        canonical = await first.conversation_for("x.ipynb")
+        await first.add_message(canonical.id, "user", "kept at x")
+    # Rows an earlier jupyter-ci wrote without the canonical form.
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as conn:
+        for row_id, stored in (("old-alias", "sub/../y.ipynb"), ("clash", "./x.ipynb")):
+            conn.execute(
+                "INSERT INTO conversations (id, scope, path, last_path, created) "
+                "VALUES (?, ?, ?, ?, 1.0)",
+                (row_id, canonical.scope, stored, stored),
+            )
+    async with ConversationStore(path) as again:
+        assert (await again.conversation_for("y.ipynb")).id == "old-alias"
+        assert (await again.conversation_for("sub/../y.ipynb")).id == "old-alias"
+        # Two spellings of x: the one tabs found (canonical) stays, the other is archived.
+        assert (await again.conversation_for("./x.ipynb")).id == canonical.id
+        clash = await again.conversation("clash")
+        assert clash is not None
+        assert clash.archived is not None

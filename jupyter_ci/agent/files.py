@@ -203,6 +203,12 @@ class FileWatch:
         if first is not None:
             self.expression = snapshot_expression(first.root)
 
+    @property
+    def listed(self) -> list[str]:
+        """The files of the first snapshot (paths relative to the kernel's working folder); []
+        before :meth:`start`, or when the kernel could not say."""
+        return sorted(self._first.files) if self._first is not None else []
+
     async def _check(self) -> None:
         """Compare the folder with the first snapshot; say the list when it changed."""
         if self._first is None:

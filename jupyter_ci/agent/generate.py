@@ -24,9 +24,14 @@ class Generating(RunBase):
     """The model-talking steps of :class:`~jupyter_ci.agent.loop.AgentRun`."""
 
     async def _generate(
-        self, messages: list[dict[str, Any]], *, stream_after: str | _NoStream | None
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        stream_after: str | _NoStream | None,
+        temperature: float | None = None,
     ) -> tuple[ModelReply, str | None, str | None]:
-        """Ask the model; stream code into a new cell inserted after ``stream_after``.
+        """Ask the model; stream code into a new cell inserted after ``stream_after``
+        (``temperature``: this call's, instead of the model's own).
 
         Returns the reply, the code it holds (None for prose only) and the id of the cell it
         was streamed into (None when no cell was made). A streamed cell's complete code is
@@ -70,7 +75,7 @@ class Generating(RunBase):
         stream_after_id = stream_after if isinstance(stream_after, str) else None
         pump_task = asyncio.ensure_future(pump()) if streaming else None
         try:
-            reply = await self.calls.call(messages, on_text)
+            reply = await self.calls.call(messages, on_text, temperature)
         except (Exception, asyncio.CancelledError) as err:
             # Stopped, or the stream was cut: the cell must not stay half-written and runnable.
             ours = self._stopping or not isinstance(err, asyncio.CancelledError)

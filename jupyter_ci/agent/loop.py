@@ -38,17 +38,20 @@ from ..errors import (
     StoppedByUser,
 )
 from ..execution.status import CellStatus
+from .context import describe_variable
 from .digest import Digest
 from .fix_context import same_code
 from .generate import _prose
+from .inspect_first import inspection_code, loaded_names, named_files, named_frames
 from .messages import text_of
 from .outcome import RunOutcome
 from .packages import missing_package
 from .prompts import render
 from .request import Approver, EventCallback, ReviewDecision, RunRequest
-from .review import Reviewing
+from .retries import REPEATED, Retrying, Tried
 from .run_base import ABANDONED, DIGEST_CHARS, NO_STREAM, _Finish, _Rejected
 from .states import RunState
+from .suspicious import Concern
 from .workspace import Execution
 
 #: After Stop, the kernel is interrupted again every this many seconds while the cell still
@@ -70,7 +73,7 @@ SAME_CODE_NOTICE = "The model proposed the code that just failed again; it was n
 _KERNEL_OR_TAB_GONE = frozenset({"kernel_died", "notebook_unavailable"})
 
 
-class AgentRun(Reviewing):
+class AgentRun(Retrying):
     """One run of the loop. Create it, ``await run()``; ``stop()`` ends it from outside.
 
     Built in layers, one module each: :class:`~jupyter_ci.agent.run_base.RunBase` (the run's
@@ -162,10 +165,29 @@ class AgentRun(Reviewing):
         messages = await self.conversation.opening(self.workspace, self.request.anchor_id)
         after_id = await self._insertion_point()
         step = 0
+        inspected = await self._inspect_first(after_id, messages)
+        if inspected is not None:
+            step, after_id = 1, inspected
+        looked_again = False
+        temperature: float | None = None
         while True:
-            reply, code, cell_id = await self._generate(messages, stream_after=after_id)
+            reply, code, cell_id = await self._generate(
+                messages, stream_after=after_id, temperature=temperature
+            )
             messages.append({"role": "assistant", "content": reply.text or code or ""})
+            temperature = None
             if code is None:
+                concerns = self._answer_concerns(reply.text)
+                if concerns and not looked_again and step < self.settings.max_steps:
+                    # One more look at an answer that cannot be right as written.
+                    looked_again = True
+                    if reply.text.strip():
+                        self.emit("message", role="assistant", text=reply.text.strip())
+                    self._look_again_notice(concerns, None)
+                    told = render("answer_suspicious", concerns=self._describe(concerns))
+                    messages.append({"role": "user", "content": told})
+                    temperature = self._fix_temperature(1)
+                    continue
                 raise self._answered(reply, "answered")
             step += 1
             if cell_id is None:
@@ -235,12 +257,18 @@ class AgentRun(Reviewing):
     async def _run_until_fixed(
         self, cell_id: str, code: str, messages: list[dict[str, Any]]
     ) -> tuple[Execution, Digest]:
-        """Run the cell; on failure ask for fixes until it succeeds or attempts run out."""
+        """Run the cell; on failure ask for fixes until it succeeds or attempts run out.
+
+        ``messages`` ends with the model's reply that wrote the cell; what comes before it is
+        what the cell was asked from (a fresh fix starts again from there, see :mod:`.retries`).
+        """
         attempt = 1
         source = code
         rejections = 0
         installed: set[str] = set()
         approved = False
+        base = list(messages[:-1])
+        tries: list[Tried] = []
         while True:
             ran = False
             if self.settings.mode == "review" and not approved:
@@ -258,7 +286,18 @@ class AgentRun(Reviewing):
             else:
                 execution, digest = await self._execute(cell_id, attempt)
             if execution.status is CellStatus.OK:
-                return execution, digest
+                concerns = self._concerns(execution, attempt)
+                if not concerns:
+                    return execution, digest
+                fixed = await self._look_again(
+                    messages, base, tries, source, digest, concerns, attempt
+                )
+                if fixed is None or same_code(fixed, source):
+                    return execution, digest  # the model keeps the result
+                attempt += 1
+                await self.cells.rewrite(cell_id, source, fixed, attempt, cause="fix")
+                source = fixed
+                continue
             missing = missing_package(execution)
             if missing is not None and missing not in installed:
                 await self._install(missing, cell_id)
@@ -268,25 +307,30 @@ class AgentRun(Reviewing):
             if attempt >= self.settings.max_attempts:
                 raise _Finish(RunState.FAILED, "max_attempts", self._error_of(execution))
             self._move(RunState.FIXING)
-            template = (
-                "cell_timed_out" if execution.status is CellStatus.TIMED_OUT else "cell_failed"
+            timed_out = execution.status is CellStatus.TIMED_OUT
+            context = await self._what_is_there(execution, source)
+            ending = (
+                f"It was still running after {self.settings.timeout:g} seconds"
+                if timed_out
+                else "It failed"
             )
-            extra = (
-                {"seconds": f"{self.settings.timeout:g}"} if template == "cell_timed_out" else {}
-            )
+            tries.append(Tried(source, ending, digest.text))
+            template = "cell_timed_out" if timed_out else "cell_failed"
+            extra = {"seconds": f"{self.settings.timeout:g}"} if timed_out else {}
             prompt = render(
                 template,
                 attempt=attempt,
                 max_attempts=self.settings.max_attempts,
                 digest=self.conversation.wrap(digest.text),
-                context=await self._what_is_there(execution, source),
+                context=context,
                 **extra,
             )
-            messages.append(self.conversation.user_message(prompt, digest))
-            fixed = await self._ask_for_fix(messages)
+            told = self.conversation.user_message(prompt, digest)
+            fixed = await self._ask_for_fix(messages, base, tries, told, attempt, context)
             while same_code(fixed, source):
                 # The same code would fail the same way: it is not run, and costs an attempt.
                 attempt += 1
+                tries.append(Tried("", REPEATED, ""))
                 self.emit(
                     "message",
                     role="notice",
@@ -297,19 +341,104 @@ class AgentRun(Reviewing):
                 again = render(
                     "fix_identical", attempt=attempt, max_attempts=self.settings.max_attempts
                 )
-                messages.append({"role": "user", "content": again})
-                fixed = await self._ask_for_fix(messages)
+                told = {"role": "user", "content": again}
+                fixed = await self._ask_for_fix(messages, base, tries, told, attempt, context)
             attempt += 1
             await self.cells.rewrite(cell_id, source, fixed, attempt, cause="fix")
             source = fixed
 
-    async def _ask_for_fix(self, messages: list[dict[str, Any]]) -> str:
-        """The model's fixed code for the failing cell (its reply added to ``messages``)."""
-        reply, fixed, _ = await self._generate(messages, stream_after=NO_STREAM)
-        messages.append({"role": "assistant", "content": reply.text or fixed or ""})
+    async def _look_again(
+        self,
+        messages: list[dict[str, Any]],
+        base: list[dict[str, Any]],
+        tries: list[Tried],
+        source: str,
+        digest: Digest,
+        concerns: list[Concern],
+        attempt: int,
+    ) -> str | None:
+        """The cell ended well but its result looks wrong: tell the model what, and return its
+        new code (None, or the same code, when it keeps the result)."""
+        self._move(RunState.FIXING)
+        self._look_again_notice(concerns, attempt + 1)
+        described = self._describe(concerns)
+        tries.append(Tried(source, "It ran, but its result looks wrong", described))
+        prompt = render(
+            "cell_suspicious",
+            attempt=attempt,
+            max_attempts=self.settings.max_attempts,
+            concerns=described,
+            digest=self.conversation.wrap(digest.text),
+        )
+        message = self.conversation.user_message(prompt, digest)
+        return await self._ask_again(messages, base, tries, message, attempt, keep=True)
+
+    async def _ask_for_fix(
+        self,
+        messages: list[dict[str, Any]],
+        base: list[dict[str, Any]],
+        tries: list[Tried],
+        told: dict[str, Any],
+        attempt: int,
+        context: str,
+    ) -> str:
+        """The model's fixed code for the failing cell (see :meth:`_ask_again`)."""
+        fixed = await self._ask_again(messages, base, tries, told, attempt, context=context)
         if fixed is None:
-            raise BadCodeBlock("The model answered without a fix for the failing cell.", reply.text)
+            raise BadCodeBlock(
+                "The model answered without a fix for the failing cell.",
+                str(messages[-1].get("content") or ""),
+            )
         return fixed
+
+    async def _inspect_first(
+        self, after_id: str | None, messages: list[dict[str, Any]]
+    ) -> str | None:
+        """With ``inspect_data``: add and run a cell that looks at the data the request names
+        (see :mod:`.inspect_first`), and tell the model what it showed; returns the cell's id
+        (None when there is nothing to look at, or the run may not add it: review or insert
+        mode, a fix of a cell, a single step)."""
+        settings = self.settings
+        if (
+            not settings.inspect_data
+            or settings.mode != "auto"
+            or settings.max_steps < 2
+            or self.request.fix_cell_id is not None
+        ):
+            return None
+        await self.files.start()  # the folder as it is before the run's first cell
+        variables = await self.workspace.inspect_variables()
+        files = named_files(self.request.prompt, self.files.listed)
+        frames: list[str] = []
+        if settings.share_outputs:  # without rows, a frame's look adds nothing to its listing
+            frames = named_frames(self.request.prompt, variables, await self.workspace.read_cells())
+        if not files and not frames:
+            return None
+        taken = [variable.name for variable in variables]
+        code = inspection_code(files, frames, rows=settings.share_outputs, taken=taken)
+        cell_id = await self._insert(after_id, code, 1)
+        _, digest = await self._execute(cell_id, 1)
+        made = ""
+        if not settings.share_outputs:
+            # The outputs are withheld; the frames' shapes, columns and types are not.
+            names = set(loaded_names(code))
+            listed = [describe_variable(v) for v in await self.workspace.inspect_variables()]
+            shown = [line for line in listed if line.split(":", 1)[0] in names]
+            if shown:
+                made = "\nThe data frames it looked at:\n" + self.conversation.wrap(
+                    "\n".join(shown)
+                )
+        messages.append({"role": "assistant", "content": f"```python\n{code}\n```"})
+        told = render(
+            "data_inspected",
+            step=1,
+            max_steps=settings.max_steps,
+            digest=self.conversation.wrap(digest.text),
+            variables=made,
+        )
+        messages.append(self.conversation.user_message(told, digest))
+        self._move(RunState.GENERATING)
+        return cell_id
 
     async def _what_is_there(self, execution: Execution, code: str) -> str:
         """What the cell's error is about, read from the kernel (the frame's real columns, the

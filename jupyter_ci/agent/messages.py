@@ -56,6 +56,13 @@ class Conversation:
     history: tuple[dict[str, Any], ...] = ()
     attachments: str = ""
     attached_cells: tuple[str, ...] = ()
+    #: The project's instructions, added to the system prompt ('' for none).
+    instructions: str = ""
+
+    def system(self) -> str:
+        """The system prompt: jupyter-ci's own, then the project's instructions."""
+        own = render("system")
+        return f"{own}\n\n{self.instructions}" if self.instructions else own
 
     async def opening(self, workspace: Workspace, anchor_id: str | None) -> list[dict[str, Any]]:
         """The first messages of a request: system, history, then notebook, variables, request."""
@@ -135,12 +142,12 @@ class Conversation:
         }
 
     def _start(self) -> list[dict[str, Any]]:
-        return [{"role": "system", "content": render("system")}, *(dict(m) for m in self.history)]
+        return [{"role": "system", "content": self.system()}, *(dict(m) for m in self.history)]
 
     def _context(
         self, cells: list[Cell], variables: list[Variable], anchor_id: str | None, request: str
     ) -> Any:
-        used = self.model.count_tokens(render("system") + request)
+        used = self.model.count_tokens(self.system() + request)
         budget = max(self.settings.context_tokens - used - RESERVED_TOKENS, MIN_VIEW_TOKENS)
         return build_context(
             cells,

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import BudgetExceeded, ModelError
-from ..models.base import Model, ModelReply, TokenUsage
+from ..models.base import Model, ModelReply, TokenUsage, WaitCallback
 from ..settings import Settings
 from .extract import code_from_tool_arguments, extract_code
 from .messages import Conversation
@@ -54,8 +54,11 @@ class ModelCalls:
         use_tools: bool,
         emit: Callable[..., None],
         notice: Callable[[str], None],
+        on_wait: WaitCallback | None = None,
     ) -> None:
         self.model = model
+        #: Told when the model waits before a retry (the run's status line says so).
+        self.on_wait = on_wait
         self.settings = settings
         self.conversation = conversation
         self.use_tools = use_tools
@@ -71,10 +74,13 @@ class ModelCalls:
         if self._task is not None and not self._task.done():
             self._task.cancel()
 
-    async def call(self, messages: list[dict[str, Any]], on_text: Any) -> ModelReply:
+    async def call(
+        self, messages: list[dict[str, Any]], on_text: Any, temperature: float | None = None
+    ) -> ModelReply:
         """Send ``messages``; ``on_text`` gets the streamed text. Raises BudgetExceeded at a cap,
         ModelError for the provider's failures, CancelledError when cancelled (the tokens that
-        streamed until then are counted, as an estimate).
+        streamed until then are counted, as an estimate). ``temperature``: this call's, instead
+        of the model's own.
 
         A prompt the model says is too long is sent again shrunk; an empty reply is asked for
         once more, then explained from what is known (the prompt's size).
@@ -90,7 +96,7 @@ class ModelCalls:
 
         try:
             try:
-                reply = await self._send(messages, heard)
+                reply = await self._send(messages, heard, temperature)
             except ModelError as err:
                 if err.kind == "context_overflow" and len(messages) >= 2:
                     self._notice(
@@ -99,7 +105,7 @@ class ModelCalls:
                     self.conversation.shrink(messages)
                 elif err.kind != "empty_reply":
                     raise
-                reply = await self._again(messages, heard)
+                reply = await self._again(messages, heard, temperature)
         except asyncio.CancelledError:
             self._count_unfinished(messages, "".join(streamed))
             raise
@@ -109,20 +115,27 @@ class ModelCalls:
         self._check_cost()
         return reply
 
-    async def _send(self, messages: list[dict[str, Any]], on_text: Any) -> ModelReply:
+    async def _send(
+        self, messages: list[dict[str, Any]], on_text: Any, temperature: float | None = None
+    ) -> ModelReply:
         tools = [RUN_PYTHON_TOOL] if self.use_tools else None
+        extra = {"temperature": temperature} if temperature is not None else {}
         self._task = asyncio.ensure_future(
-            self.model.complete(messages, tools=tools, on_text=on_text)
+            self.model.complete(
+                messages, tools=tools, on_text=on_text, on_wait=self.on_wait, **extra
+            )
         )
         try:
             return await self._task
         finally:
             self._task = None
 
-    async def _again(self, messages: list[dict[str, Any]], on_text: Any) -> ModelReply:
+    async def _again(
+        self, messages: list[dict[str, Any]], on_text: Any, temperature: float | None = None
+    ) -> ModelReply:
         """The second and last try of a call; an empty reply now is explained."""
         try:
-            return await self._send(messages, on_text)
+            return await self._send(messages, on_text, temperature)
         except ModelError as err:
             if err.kind != "empty_reply":
                 raise

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..errors import JupyterCIError
 from ..models.base import TokenUsage
-from ..vocabulary import reason_words
+from ..vocabulary import constant, reason_words
 from .states import RunState
 
 PREFIX = "jupyter-ci: "
@@ -64,6 +64,16 @@ _AGENT_WORDS = {
 }
 
 
+#: The reason of the ``state`` events sent when the model starts and ends waiting out a rate
+#: limit (the state is unchanged; only its line changes).
+RATE_LIMITED: str = constant("RateLimitedReason")
+
+
+def rate_limited_line(seconds: float, retry: int, retries: int) -> str:
+    """The status line while the model waits out a rate limit ("retrying in 6 s (1/2)")."""
+    return f"{PREFIX}rate limited — retrying in {max(1, round(seconds))} s ({retry}/{retries})"
+
+
 def end_words(state: RunState, reason: str) -> str:
     """How a run ended, in words ("done", "failed (the cell still failed ...)")."""
     words = reason_words().get(reason, reason.replace("_", " "))
@@ -72,6 +82,15 @@ def end_words(state: RunState, reason: str) -> str:
     if state is RunState.STOPPED and reason == "user":
         return words
     return f"{state.value} ({words})" if words else state.value
+
+
+def cost_words(usage: TokenUsage) -> str:
+    """A run's cost in words: "$0.0123", "cost unknown" (tokens at an unknown price), or "no
+    cost" when no token was spent (a run that failed before the model answered), whatever the
+    model's price: the panel's usage line says the same (steps.ts, usageLine)."""
+    if usage.total_tokens == 0:
+        return "no cost"
+    return "cost unknown" if usage.cost is None else f"${usage.cost:.4f}"
 
 
 def _plural(count: int, word: str) -> str:
@@ -115,7 +134,7 @@ class RunOutcome:
         if self.agent is not None:
             numbers = f"{_plural(len(self.cells), 'cell')}, {self.seconds:.1f} s"
             return f"{prefix(self.agent)}{end_words(self.state, self.reason)} — {numbers}"
-        cost = "cost unknown" if self.usage.cost is None else f"${self.usage.cost:.4f}"
+        cost = cost_words(self.usage)
         tokens = _plural(self.usage.total_tokens, "token")
         if self.usage.estimated:
             tokens += " (est.)"

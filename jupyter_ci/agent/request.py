@@ -48,3 +48,6 @@ class RunRequest:
     attached_cells: tuple[str, ...] = ()
     #: Notices the notebook's conversation already holds: said once, not again every run.
     said: frozenset[str] = frozenset()
+    #: The project's instructions, as the system prompt carries them ('' for none; see
+    #: :mod:`jupyter_ci.agent.instructions`).
+    instructions: str = ""

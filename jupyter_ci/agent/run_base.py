@@ -20,16 +20,19 @@ from ..execution.status import CellStatus
 from ..models.base import Model
 from .cells import RunCells
 from .digest import Digest, digest_outputs, new_nonce
+from .figures import figure_notes
 from .files import FileWatch
 from .messages import Conversation
 from .model_calls import ModelCalls
-from .outcome import live_line
+from .outcome import RATE_LIMITED, live_line, rate_limited_line
 from .request import Approver, EventCallback, RunRequest
 from .states import RunState, RunStateMachine
 from .workspace import Execution, Workspace
 
 #: Characters of one execution's digest shown to the model.
 DIGEST_CHARS = 4000
+#: How long reading a cell's figures from the kernel may take before the run goes on without.
+FIGURE_NOTES_TIMEOUT = 15.0
 #: What the run record says of a cell the run stopped waiting for.
 ABANDONED = "[the cell did not end after Stop interrupted it; the run stopped without waiting]"
 
@@ -109,6 +112,7 @@ class RunBase:
             tuple(dict(m) for m in request.history),
             request.attachments,
             request.attached_cells,
+            request.instructions,
         )
         self.calls = ModelCalls(
             model,
@@ -117,6 +121,7 @@ class RunBase:
             use_tools=use_tools,
             emit=self.emit,
             notice=self._notice,
+            on_wait=self._waiting,
         )
         self.cells = RunCells(workspace, self.run_id, request.anchor_id, self.emit)
         self.files = FileWatch(workspace, self.emit)
@@ -130,6 +135,8 @@ class RunBase:
         self._cell_task: asyncio.Future[Execution] | None = None
         self._interrupt_task: asyncio.Future[None] | None = None
         self._attempt: int | None = None
+        self._reason = ""
+        self._noting_figures = False
         self._started = time.monotonic()
         #: The outside agent (an MCP client) whose call this run is; None: jupyter-ci's loop.
         self.agent: str | None = None
@@ -148,14 +155,29 @@ class RunBase:
         if self.machine.state is state:
             return
         self.machine.advance(state, reason)
+        self._reason = reason
+        self.emit("state", state=state.value, reason=reason, text=self._live_text())
+
+    def _live_text(self) -> str:
+        """The status line of the run's current state."""
+        state = self.machine.state
         attempt = self._attempt
         if state is RunState.FIXING and attempt is not None:
             attempt += 1  # the attempt being written
         if state is RunState.GENERATING:
             attempt = None
         max_attempts = self.settings.max_attempts if attempt is not None else None
-        text = live_line(state, attempt, max_attempts, reason, agent=self.agent)
-        self.emit("state", state=state.value, reason=reason, text=text)
+        return live_line(state, attempt, max_attempts, self._reason, agent=self.agent)
+
+    def _waiting(self, seconds: float, retry: int, retries: int) -> None:
+        """The model waits before a retry (rate limited): the status line says so, and goes
+        back to the state's own once the wait is over. The state does not change (the events'
+        reason, RATE_LIMITED, tells clients not to take them for a new step)."""
+        state = self.machine.state
+        if state.terminal:
+            return
+        text = rate_limited_line(seconds, retry, retries) if seconds > 0 else self._live_text()
+        self.emit("state", state=state.value, reason=RATE_LIMITED, text=text)
 
     def _notice(self, text: str) -> None:
         if text in self.request.said or text in self.notices:
@@ -177,8 +199,9 @@ class RunBase:
         )
         await self.files.settle()
         await self.files.start()
+        await self._note_figures(read=False)
         if self._stopping:
-            raise StoppedByUser()  # Stop came while the files were listed: the cell never runs
+            raise StoppedByUser()  # Stop came meanwhile: the cell never runs
         self.emit("execution_started", cell_id=cell_id, attempt=attempt)
         self._executing = True
         self._cell_task = asyncio.ensure_future(
@@ -201,7 +224,13 @@ class RunBase:
         finally:
             self._executing = False
             self._cell_task = None
-        digest = self._digest(execution.outputs)
+        notes = ""
+        status = execution.status
+        if _has_image(execution.outputs) and not (
+            status.stopped or status.kernel_gone or self._stopping
+        ):
+            notes = figure_notes(await self._note_figures(read=True))
+        digest = self._digest(execution.outputs, notes)
         self.emit(
             "execution_finished",
             cell_id=cell_id,
@@ -228,16 +257,35 @@ class RunBase:
             state, reason, detail = _KERNEL_ENDS[status]
             raise _Finish(state, reason, KernelDied(detail))
 
-    def _digest(self, outputs: list[dict[str, Any]]) -> Digest:
-        """What the model is shown of a cell's outputs (only its errors without share_outputs)."""
+    def _digest(self, outputs: list[dict[str, Any]], figures: str = "") -> Digest:
+        """What the model is shown of a cell's outputs (only its errors without share_outputs),
+        with ``figures``, the figures it displayed in words, within the same budget."""
         if not self.settings.share_outputs:
             errors = [out for out in outputs if out.get("output_type") == "error"]
             digest = digest_outputs(errors, max_chars=DIGEST_CHARS, vision=False)
             note = "[outputs are not shared with the model; only errors are shown]"
             return replace(digest, text=f"{note}\n{digest.text}".rstrip())
-        return digest_outputs(
-            outputs, max_chars=DIGEST_CHARS, vision=getattr(self.model, "vision", False)
-        )
+        budget = DIGEST_CHARS - (len(figures) + 1 if figures else 0)
+        digest = digest_outputs(outputs, max_chars=budget, vision=self._vision())
+        return replace(digest, text=f"{digest.text}\n{figures}") if figures else digest
+
+    def _vision(self) -> bool:
+        return bool(getattr(self.model, "vision", False))
+
+    async def _note_figures(self, read: bool) -> list[str]:
+        """For a model that does not see images (outputs shared): start noting the figures the
+        kernel displays, before the run's first cell; with ``read``, the notes of the cell that
+        just ran. Best effort: a kernel that cannot say, or does not say in time, gives none."""
+        if self._vision() or not self.settings.share_outputs:
+            return []
+        if not read and self._noting_figures:
+            return []
+        self._noting_figures = True
+        await self.files.settle()  # one request of the run's own in the kernel at a time
+        try:
+            return await asyncio.wait_for(self.workspace.figure_notes(read), FIGURE_NOTES_TIMEOUT)
+        except (asyncio.TimeoutError, JupyterCIError):
+            return []
 
     def _error_of(self, execution: Execution) -> JupyterCIError:
         if execution.status is CellStatus.TIMED_OUT:
@@ -251,3 +299,10 @@ class RunBase:
         if self._stopping:
             raise StoppedByUser()
         return await self.cells.insert(after_id, source, step)
+
+
+def _has_image(outputs: list[dict[str, Any]]) -> bool:
+    """Whether a cell's outputs hold an image (what a text-only model would not see)."""
+    return any(
+        str(mime).startswith("image/") for out in outputs for mime in (out.get("data") or {})
+    )

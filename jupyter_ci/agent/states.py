@@ -79,6 +79,7 @@ TRANSITIONS: dict[RunState, frozenset[RunState]] = {
         {
             RunState.AWAITING_APPROVAL,  # review mode: the fix waits for approval
             RunState.EXECUTING,  # the fix runs
+            RunState.GENERATING,  # check_results: the model kept a result that looked wrong
             RunState.DONE,  # insert mode: a fix of the user's cell is written, not run
         }
     )

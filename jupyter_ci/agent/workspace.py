@@ -136,6 +136,13 @@ class Workspace(Protocol):
         are: lines for the model; [] when nothing fits or the kernel cannot say."""
         ...
 
+    async def figure_notes(self, read: bool) -> list[str]:
+        """Start noting the matplotlib figures the kernel displays (once; silently, see
+        :mod:`~jupyter_ci.agent.figures`) and, with ``read``, the notes taken since the last
+        read (taken away): lines for a model that does not see images; [] when none or the
+        kernel cannot say."""
+        ...
+
     async def interrupt(self) -> None:
         """Interrupt the kernel (Stop): the running cell ends ``interrupted``."""
         ...

@@ -1,9 +1,13 @@
 """Summary figures of a bench run, and the report printed at its end.
 
 Figures over the task records: accuracy (correct / n), the same for the first attempt alone
-(see :mod:`.runner`), attempts per task (mean), generated cells
+(see :mod:`.runner`), the tasks the loop rescued (first attempt wrong, final answer right) and
+lost (first attempt right, final answer wrong), the fixes that repeated the failed code, the
+tasks whose final answer looked suspicious (NaN, inf, empty, a placeholder: see
+:mod:`jupyter_ci.agent.suspicious`), attempts per task (mean), generated cells
 per task (mean), prompt and completion tokens (median and total), wall seconds per task (median,
-p90 and total), failures by category, and accuracy by level. Medians are
+p90 and total), failures by category, and accuracy by level. A paired arm's summary also says
+how many tasks were re-run and carried over (see :mod:`.paired`). Medians are
 :func:`statistics.median`; p90 is the nearest-rank percentile (the smallest value with at least
 90% of the values at or below it).
 """
@@ -48,17 +52,27 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         level = levels.setdefault(str(record.get("level") or "-"), {"n": 0, "correct": 0})
         level["n"] += 1
         level["correct"] += int(bool(record["correct"]))
-    first = sum(1 for record in records if (record.get("first_attempt") or {}).get("correct"))
+    first = sum(1 for record in records if _first_correct(record))
+    # Records from before the first attempt's record have none: neither rescued nor lost.
+    known = [r for r in records if r.get("first_attempt")]
+    rescued = sum(1 for r in known if r["correct"] and not _first_correct(r))
+    lost = sum(1 for r in known if _first_correct(r) and not r["correct"])
+    # Records from before the field have none (older results.jsonl resumed or carried over).
+    odd = sum(1 for r in records if (r.get("suspicious") or {}).get("answer"))
     return {
         "n": n,
         "correct": correct,
         "accuracy": round(correct / n, 4) if n else 0.0,
         "first_attempt_correct": first,
         "first_attempt_accuracy": round(first / n, 4) if n else 0.0,
+        "rescued": rescued,
+        "lost": lost,
+        "suspicious_answers": odd,
         "attempts_mean": round(sum(r["attempts"] for r in records) / n, 3) if n else 0.0,
         "cells_mean": round(sum(r["cells"] for r in records) / n, 3) if n else 0.0,
         # Records from before the field have none (older results.jsonl resumed).
         "repeated_fixes": sum(int(record.get("repeated_fixes") or 0) for record in records),
+        "looked_again": sum(int(record.get("looked_again") or 0) for record in records),
         "prompt_tokens": {"median": _median(prompt), "total": sum(prompt)},
         "completion_tokens": {"median": _median(completion), "total": sum(completion)},
         "tokens_estimated": any(record.get("tokens_estimated") for record in records),
@@ -70,6 +84,10 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "failures": failures,
         "by_level": levels,
     }
+
+
+def _first_correct(record: dict[str, Any]) -> bool:
+    return bool((record.get("first_attempt") or {}).get("correct"))
 
 
 def render_report(summary: dict[str, Any]) -> str:
@@ -90,9 +108,14 @@ def render_report(summary: dict[str, Any]) -> str:
     lines = [
         f"accuracy: {summary['correct']}/{n} correct{percent}",
         f"first attempt only (a one-shot estimate): {summary['first_attempt_correct']}/{n} correct",
+        f"rescued by the loop (first attempt wrong, final right): {summary.get('rescued', 0)};"
+        f" lost (first attempt right, final wrong): {summary.get('lost', 0)}",
+        "suspicious final answers (NaN, inf, empty, a placeholder):"
+        f" {summary.get('suspicious_answers', 0)}",
         f"attempts per task: mean {summary['attempts_mean']:.2f}"
         f" (cells per task: mean {summary['cells_mean']:.2f});"
-        f" fixes that repeated the failed code (not run): {summary.get('repeated_fixes', 0)}",
+        f" fixes that repeated the failed code (not run): {summary.get('repeated_fixes', 0)};"
+        f" results that looked wrong, looked at again: {summary.get('looked_again', 0)}",
         f"prompt tokens{estimated}: median {prompt['median']:,.0f}, total {prompt['total']:,}",
         f"completion tokens{estimated}: median {completion['median']:,.0f},"
         f" total {completion['total']:,}",
@@ -102,4 +125,11 @@ def render_report(summary: dict[str, Any]) -> str:
     ]
     if levels:
         lines.append(f"by level: {levels}")
+    paired = summary.get("paired")
+    if paired:
+        lines.append(
+            f"paired with {paired['with']}: {paired['rerun']} tasks re-run,"
+            f" {paired['carried']} carried over ({paired['rule']})"
+        )
+        lines.extend(f"paired arm warning: {warning}" for warning in paired["warnings"])
     return "\n".join(lines)

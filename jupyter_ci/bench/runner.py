@@ -7,13 +7,16 @@ to ``DIR/results.jsonl``. The notebook is kept as ``DIR/notebooks/<id>.ipynb``. 
 resumed: tasks that already have a line in ``results.jsonl`` are skipped.
 
 Each record also holds ``first_attempt``: the answers found in the outputs of the first cell's
-first execution only (or, when no cell ran, in the prose answer) and whether they were correct.
-That is what a one-shot run (``--max-attempts 1 --max-steps 1``) with the same prompt would have
-produced when the model is deterministic (temperature 0): its first reply is the same.
+first execution only (or, when no cell ran, in the model's first prose reply) and whether they
+were correct. That is what a one-shot run (``--max-attempts 1 --max-steps 1``) with the same
+prompt would have produced when the model is deterministic (temperature 0): its first reply is
+the same. The inspecting first cell (``inspect_data``) is jupyter-ci's, not the model's: the
+first attempt is the first cell after it (and ``inspected`` says there was one).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import shutil
@@ -23,8 +26,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from ..agent.inspect_first import INSPECT_HEADER
 from ..agent.loop import SAME_CODE_NOTICE
-from ..errors import ConfigError
+from ..agent.retries import LOOK_AGAIN_NOTICE
+from ..agent.suspicious import answer_concerns, output_concerns
+from ..errors import ConfigError, exception_text
 from ..settings import Settings
 from .scoring import Score, extract_answers, score
 from .tasks import Task
@@ -84,27 +90,52 @@ def build_prompt(task: Task) -> str:
     )
 
 
-def notebook_texts(path: Path) -> list[str]:
-    """The text outputs of the generated cells of a notebook file, in order.
-
-    Stream text, and the ``text/plain`` of results and displays; tracebacks are left out.
-    """
+def generated_outputs(path: Path) -> list[list[dict[str, Any]]]:
+    """The outputs of each generated cell of a notebook file, in order ([] without the file)."""
     import nbformat
 
     if not path.is_file():
         return []
     notebook = nbformat.read(str(path), as_version=4)  # type: ignore[no-untyped-call]
+    return [
+        [dict(output) for output in cell.get("outputs", [])]
+        for cell in notebook.cells
+        if cell.cell_type == "code" and "jupyter_ci" in cell.get("metadata", {})
+    ]
+
+
+def notebook_texts(path: Path) -> list[str]:
+    """The text outputs of the generated cells of a notebook file, in order.
+
+    Stream text, and the ``text/plain`` of results and displays; tracebacks are left out.
+    """
+    return output_texts(generated_outputs(path))
+
+
+def output_texts(cells: list[list[dict[str, Any]]]) -> list[str]:
+    """The texts of :func:`notebook_texts` from the cells' outputs."""
     texts: list[str] = []
-    for cell in notebook.cells:
-        if cell.cell_type != "code" or "jupyter_ci" not in cell.get("metadata", {}):
-            continue
-        for output in cell.get("outputs", []):
+    for outputs in cells:
+        for output in outputs:
             kind = output.get("output_type")
             if kind == "stream":
                 texts.append(_joined(output.get("text", "")))
             elif kind in ("execute_result", "display_data"):
                 texts.append(_joined(output.get("data", {}).get("text/plain", "")))
     return texts
+
+
+def suspicious(
+    answers: dict[str, str], outputs: list[list[dict[str, Any]]], request: str
+) -> dict[str, list[str]]:
+    """What looks wrong (:mod:`jupyter_ci.agent.suspicious`) in a task's final answers
+    (``answer``) and in its generated cells' final outputs (``outputs``), described."""
+    line = " ".join(f"@{name}[{value}]" for name, value in answers.items())
+    in_outputs = [c for cell in outputs for c in output_concerns(cell, request)]
+    return {
+        "answer": [concern.describe() for concern in answer_concerns(line, request)],
+        "outputs": list(dict.fromkeys(concern.describe() for concern in in_outputs)),
+    }
 
 
 def _joined(value: Any) -> str:
@@ -182,6 +213,7 @@ async def run_task(task: Task, settings: Settings, out_dir: Path) -> dict[str, A
     from ..api import run_notebook_async
 
     name = safe_name(task.key)
+    request = build_prompt(task)
     kept = out_dir / "notebooks" / f"{name}.ipynb"
     kept.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
@@ -191,30 +223,45 @@ async def run_task(task: Task, settings: Settings, out_dir: Path) -> dict[str, A
     estimated = False
     cost: float | None = None
     texts: list[str] = []
+    outputs: list[list[dict[str, Any]]] = []
     first_digest: list[str] = []
     #: Prompt tokens of each model call (usage events carry the run's running totals).
     call_prompts: list[int] = []
     #: Each execution: the cell, the code that ran and how it ended (what the retries did).
     tries: list[dict[str, Any]] = []
     sources: dict[str, str] = {}
-    #: Fixes that repeated the code that had just failed (the loop does not run them).
-    repeated = 0
+    first_prose: list[str] = []
+    #: Fixes that repeated the code that had just failed (the loop does not run them), and
+    #: results that looked wrong, which the model was asked to look at again (check_results).
+    repeated = looked_again = 0
+    #: The inspecting first cells (inspect_data): jupyter-ci's cells, not the model's attempts.
+    inspecting: set[str] = set()
 
     def on_event(event: dict[str, Any]) -> None:
-        nonlocal repeated
+        nonlocal repeated, looked_again
         kind = event["type"]
+        text = str(event.get("text") or "")
         if kind in ("cell_inserted", "cell_updated"):
             sources[str(event["cell_id"])] = str(event.get("source") or "")
+            if kind == "cell_inserted" and sources[str(event["cell_id"])].startswith(
+                INSPECT_HEADER
+            ):
+                inspecting.add(str(event["cell_id"]))
         elif kind == "execution_finished":
             cell_id = str(event["cell_id"])
             tries.append(
                 {"cell": cell_id, "code": sources.get(cell_id, ""), "status": event["status"]}
             )
             # The first execution's outputs: what a one-shot run (one cell, one try) would have.
-            if not first_digest:
+            if not first_digest and cell_id not in inspecting:
                 first_digest.append(str(event.get("digest") or ""))
-        elif kind == "message" and str(event.get("text", "")).startswith(SAME_CODE_NOTICE):
+        elif kind == "message" and event.get("role") == "assistant":
+            if not first_digest and not first_prose:
+                first_prose.append(text)
+        elif kind == "message" and text.startswith(SAME_CODE_NOTICE):
             repeated += 1
+        elif kind == "message" and text.startswith(LOOK_AGAIN_NOTICE):
+            looked_again += 1
         elif kind == "usage":
             total = int(event["usage"].get("prompt_tokens") or 0)
             call_prompts.append(total - sum(call_prompts))
@@ -226,12 +273,12 @@ async def run_task(task: Task, settings: Settings, out_dir: Path) -> dict[str, A
         notebook = work / f"{name}.ipynb"
         try:
             outcome = await run_notebook_async(
-                notebook, build_prompt(task), settings=settings, on_event=on_event
+                notebook, request, settings=settings, on_event=on_event
             )
         except ConfigError:
             raise
         except Exception as exc:  # outside the loop: the kernel or the notebook file failed
-            reason, error = "kernel_error", f"{type(exc).__name__}: {exc}"
+            reason, error = "kernel_error", exception_text(exc)
         else:
             if outcome.reason == "config_error" and outcome.error is not None:
                 raise outcome.error
@@ -241,16 +288,17 @@ async def run_task(task: Task, settings: Settings, out_dir: Path) -> dict[str, A
             prompt_tokens = outcome.usage.prompt_tokens
             completion_tokens = outcome.usage.completion_tokens
             estimated, cost = outcome.usage.estimated, outcome.usage.cost
-        texts = notebook_texts(notebook)
+        outputs = generated_outputs(notebook)
+        texts = output_texts(outputs)
         if notebook.is_file():
             shutil.copy2(notebook, kept)
     answers = extract_answers([*texts, answer])
     result = score(answers, task.labels)
-    # Without any cell run, the first reply was the prose answer itself.
+    # Without any cell of the model's run, its first reply was its prose answer.
     if first_digest:
         first = extract_answers(first_digest)
     else:
-        first = extract_answers([answer] if cells == 0 else [])
+        first = extract_answers(first_prose[:1] if cells == len(inspecting) else [])
     return {
         "id": task.id,
         "level": task.level,
@@ -275,6 +323,9 @@ async def run_task(task: Task, settings: Settings, out_dir: Path) -> dict[str, A
         "notebook": f"notebooks/{name}.ipynb" if kept.is_file() else None,
         "tries": tries,
         "repeated_fixes": repeated,
+        "looked_again": looked_again,
+        "inspected": bool(inspecting),
+        "suspicious": suspicious(answers, outputs, request),
     }
 
 
@@ -322,27 +373,50 @@ async def run_bench(
     progress: ProgressLine | None = None,
     runner: TaskRunner | None = None,
     warm_up: Callable[[], Awaitable[Any]] | None = None,
+    jobs: int = 1,
+    carried: dict[str, dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """Run ``tasks`` (skipping, with ``resume``, those already in ``results.jsonl``).
 
+    ``carried`` are records taken as they are instead of running their tasks (a paired arm's,
+    see :mod:`.paired`): written to ``results.jsonl`` first, unless it holds them already.
+    ``jobs`` tasks run at once, each with its own directory, notebook and kernel; their records
+    are appended as they finish, by this one event loop (never two writes at once). The first
+    error that ends a task's runner (a configuration that cannot work) cancels the others.
     ``warm_up`` is awaited once before the first task runs (not at all when none is left), so
     one-time costs such as importing the model client are not counted in a task's time.
     Returns the records of all ``tasks``, earlier ones included, in the tasks' order.
     """
     results_path = _prepare(out_dir)
     done = read_results(results_path) if resume else {}
+    for key, record in (carried or {}).items():
+        if key not in done:
+            append_result(results_path, record)
+            done[key] = record
     todo = [task for task in tasks if task.key not in done]
     if progress is not None:
         progress.total = len(todo)
     run_one = runner or run_task
     if todo and warm_up is not None:
         await warm_up()
-    for task in todo:
-        if progress is not None:
-            progress.started(task)
-        record = await run_one(task, settings, out_dir)
-        append_result(results_path, record)
-        done[task.key] = record
-        if progress is not None:
-            progress.finished(record)
+    waiting = iter(todo)
+
+    async def work() -> None:
+        for task in waiting:  # shared: each task is taken by one worker
+            if progress is not None and jobs == 1:
+                progress.started(task)
+            record = await run_one(task, settings, out_dir)
+            append_result(results_path, record)
+            done[task.key] = record
+            if progress is not None:
+                progress.finished(record)
+
+    workers = [asyncio.ensure_future(work()) for _ in range(max(1, min(jobs, len(todo))))]
+    try:
+        await asyncio.gather(*workers)
+    except BaseException:
+        for worker in workers:
+            worker.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+        raise
     return [done[task.key] for task in tasks if task.key in done]

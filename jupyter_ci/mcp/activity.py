@@ -31,7 +31,7 @@ from ..agent.states import RunState
 from ..agent.workspace import Execution, Workspace
 from ..errors import InternalError, JupyterCIError
 from ..execution.status import CellStatus
-from ..models.base import ModelReply, TextCallback
+from ..models.base import ModelReply, TextCallback, WaitCallback
 
 #: Turns of the event loop a call's run gives its waiter after the outcome is set (the wait's
 #: callback, then the waiting task), before it goes on with its own end.
@@ -42,7 +42,9 @@ class ExternalAgent:
     """The model seam of a run an outside agent drives: the agent writes the code, and
     jupyter-ci asks no model anything (no tokens, no cost)."""
 
-    vision = False
+    #: The agent's client is sent a cell's images as image content (bounded, see images.py):
+    #: no figure notes in words are asked of the kernel for it.
+    vision = True
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -53,6 +55,8 @@ class ExternalAgent:
         *,
         tools: Sequence[dict[str, Any]] | None = None,
         on_text: TextCallback | None = None,
+        temperature: float | None = None,
+        on_wait: WaitCallback | None = None,
     ) -> ModelReply:
         """Never called: an MCP run's steps ask no model."""
         raise InternalError("A run an MCP client drives asks no model.")

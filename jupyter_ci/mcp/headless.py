@@ -503,6 +503,10 @@ class FileWorkspace:
         """What a failure is about, read from the kernel."""
         return await (await self.kernel()).fix_context(ename, evalue, code)
 
+    async def figure_notes(self, read: bool) -> list[str]:
+        """The figures the kernel displayed, in words (for ``ask`` with a text-only model)."""
+        return await (await self.kernel()).figure_notes(read)
+
     async def interrupt(self) -> None:
         """Interrupt the kernel (the cell it runs ends ``interrupted``)."""
         kernel_id = await self.pool.kernel_of(self.path)

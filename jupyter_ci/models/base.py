@@ -8,6 +8,9 @@ from typing import Any, Protocol
 
 #: Called with each piece of text as the model streams it.
 TextCallback = Callable[[str], None]
+#: Called when the model waits before trying again (a rate limit): with the seconds it waits,
+#: the retry's number and the most retries; then with 0 seconds once the wait is over.
+WaitCallback = Callable[[float, int, int], None]
 
 
 @dataclass(frozen=True)
@@ -76,8 +79,15 @@ class Model(Protocol):
         *,
         tools: Sequence[dict[str, Any]] | None = None,
         on_text: TextCallback | None = None,
+        temperature: float | None = None,
+        on_wait: WaitCallback | None = None,
     ) -> ModelReply:
-        """Stream a reply to ``messages``, calling ``on_text`` with each text delta."""
+        """Stream a reply to ``messages``, calling ``on_text`` with each text delta and
+        ``on_wait`` around a wait before a retry.
+
+        ``temperature``: this call's sampling temperature instead of the model's own (a fix's,
+        see ``fix_temperatures``); the loop passes it only when it has one.
+        """
         ...
 
     def count_tokens(self, text: str) -> int:

@@ -14,14 +14,16 @@ import gc
 import importlib
 import math
 import os
+import re
 import sys
 import threading
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import ConfigError, JupyterCIError, ModelError
+from ..errors import ConfigError, JupyterCIError, ModelError, error_text, exception_text
+from ..model_names import MODEL_HINT, model_problem
 from ..settings import Settings
-from .base import ModelReply, TextCallback, TokenUsage, ToolCallRequest
+from .base import ModelReply, TextCallback, TokenUsage, ToolCallRequest, WaitCallback
 from .scrub import scrub
 
 _import_lock = threading.Lock()
@@ -52,7 +54,7 @@ def _load_litellm() -> Any:
             for name in [n for n in sys.modules if n == "litellm" or n.startswith("litellm.")]:
                 del sys.modules[name]
             raise ConfigError(
-                f"The model library litellm could not be imported: {type(error).__name__}: {error}",
+                f"The model library litellm could not be imported: {exception_text(error)}",
                 hint="Check the server's Python environment (pip install -U litellm); the next "
                 "request tries again.",
             ) from error
@@ -66,6 +68,20 @@ def _load_litellm() -> Any:
 async def import_litellm() -> Any:
     """The litellm module, imported once, off the event loop."""
     return await asyncio.to_thread(_load_litellm)
+
+
+async def close_clients() -> None:
+    """Close the HTTP clients litellm keeps for reuse (its aiohttp sessions), on the event loop
+    that made them. A command that ends its loop without this leaves them to the garbage
+    collector, which prints "Unclosed client session" at exit: litellm's own exit hook closes
+    them on a new loop, too late for connections a server kept alive. Nothing when litellm was
+    never imported; never raises."""
+    litellm = sys.modules.get("litellm")
+    close = getattr(litellm, "close_litellm_async_clients", None)
+    if close is None:
+        return
+    with contextlib.suppress(Exception):
+        await close()
 
 
 def estimate_tokens(text: str) -> int:
@@ -94,21 +110,27 @@ class LiteLLMModel:
             api_key = NO_KEY
         self._api_key = api_key
         self.request_timeout = request_timeout
+        if vision is None and settings.vision != "auto":
+            vision = settings.vision == "on"
         self._vision = vision
         self._litellm: Any = None
         #: None: the provider's default.
         self.temperature = settings.temperature if settings.temperature >= 0 else None
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> LiteLLMModel:
-        """The model the settings name, with the key from ``settings.api_key_env`` if set."""
+    def from_settings(cls, settings: Settings, *, where: str = "kernel") -> LiteLLMModel:
+        """The model the settings name, with the key from ``settings.api_key_env`` if set.
+
+        ``where``: who calls it, for the no-model hint (see ``ConfigError.no_model``).
+        """
         if not settings.model:
-            raise ConfigError.no_model()
+            raise ConfigError.no_model(where)
         return cls(settings)
 
     @property
     def vision(self) -> bool:
-        """Whether images can go to the model: as given, else litellm's model table once loaded.
+        """Whether images can go to the model: as given (or set by the ``vision`` option),
+        else litellm's model table once loaded.
 
         Before the first call litellm is not imported yet, and the answer is False.
         """
@@ -129,9 +151,12 @@ class LiteLLMModel:
         *,
         tools: Sequence[dict[str, Any]] | None = None,
         on_text: TextCallback | None = None,
+        temperature: float | None = None,
+        on_wait: WaitCallback | None = None,
     ) -> ModelReply:
-        """Stream one reply; before any text arrived, rate limits are retried (bounded) and a
-        connection the server reset is retried once."""
+        """Stream one reply; before any text arrived, rate limits are retried (bounded, after
+        the provider's Retry-After, said to ``on_wait``) and a connection the server reset is
+        retried once. ``temperature`` overrides the settings' for this call."""
         litellm = self._litellm or await import_litellm()
         self._litellm = litellm
         streamed = False
@@ -146,7 +171,7 @@ class LiteLLMModel:
         reset_retried = False
         while True:
             try:
-                return await self._stream(litellm, messages, tools, relay)
+                return await self._stream(litellm, messages, tools, relay, temperature)
             except ModelError as err:
                 if streamed:
                     raise
@@ -158,7 +183,12 @@ class LiteLLMModel:
                 if err.kind != "rate_limit" or rate_limited >= MAX_RATE_LIMIT_RETRIES:
                     raise
                 rate_limited += 1
-                await asyncio.sleep(min(err.retry_after or 1.0, MAX_RETRY_WAIT))
+                wait = min(err.retry_after or 1.0, MAX_RETRY_WAIT)
+                if on_wait is not None:
+                    on_wait(wait, rate_limited, MAX_RATE_LIMIT_RETRIES)
+                await asyncio.sleep(wait)
+                if on_wait is not None:
+                    on_wait(0.0, rate_limited, MAX_RATE_LIMIT_RETRIES)
 
     async def _stream(
         self,
@@ -166,6 +196,7 @@ class LiteLLMModel:
         messages: Sequence[dict[str, Any]],
         tools: Sequence[dict[str, Any]] | None,
         on_text: TextCallback | None,
+        temperature: float | None = None,
     ) -> ModelReply:
         kwargs: dict[str, Any] = {
             "model": self.name,
@@ -177,8 +208,10 @@ class LiteLLMModel:
         }
         if self.api_base:
             kwargs["api_base"] = self.api_base
-        if self.temperature is not None:
-            kwargs["temperature"] = self.temperature
+        if temperature is None:
+            temperature = self.temperature
+        if temperature is not None:
+            kwargs["temperature"] = temperature
         if self._api_key:
             kwargs["api_key"] = self._api_key
         if tools:
@@ -250,7 +283,13 @@ class LiteLLMModel:
         return TokenUsage(int(prompt or 0), int(completion or 0), cost, estimated)
 
     def _map_error(self, litellm: Any, exc: Exception) -> JupyterCIError:
-        message = scrub(str(exc), [self._api_key]).replace("litellm.", "")
+        message = provider_text(scrub(exception_text(exc), [self._api_key]))
+        if "LLM Provider NOT provided" in message:
+            return ConfigError(
+                model_problem(self.name) or f"The model {self.name!r} names no provider.",
+                hint=MODEL_HINT,
+                option="model",
+            )
         if "No module named 'mcp'" in message:
             return ConfigError(
                 "Tool calling through litellm needs the 'mcp' package, which is not installed.",
@@ -287,6 +326,12 @@ class LiteLLMModel:
         elif isinstance(exc, exceptions.BadRequestError) and "context" in message.lower():
             kind = "context_overflow"
         return ModelError(kind, message.strip(), status=status, retry_after=retry_after)
+
+
+def provider_text(message: str) -> str:
+    """A provider's error message as the user reads it: each exception name once, without
+    litellm's wrapper names ("OpenAIException - ")."""
+    return re.sub(r"\b\w+Exception - ", "", error_text(message)).strip()
 
 
 class _ConnectionReset(ModelError):

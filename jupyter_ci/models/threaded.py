@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..loop_thread import BackgroundLoop
-from .base import Model, ModelReply, TextCallback
+from .base import Model, ModelReply, TextCallback, WaitCallback
 
 
 class ThreadedModel:
@@ -43,6 +43,8 @@ class ThreadedModel:
         *,
         tools: Sequence[dict[str, Any]] | None = None,
         on_text: TextCallback | None = None,
+        temperature: float | None = None,
+        on_wait: WaitCallback | None = None,
     ) -> ModelReply:
         """The wrapped model's reply, computed on the background loop."""
         caller = asyncio.get_running_loop()
@@ -52,9 +54,15 @@ class ThreadedModel:
             if on_text is not None:
                 caller.call_soon_threadsafe(on_text, text)
 
-        future = asyncio.run_coroutine_threadsafe(
-            self.model.complete(list(messages), tools=tools, on_text=relay), background.loop
+        def waiting(seconds: float, retry: int, retries: int) -> None:
+            if on_wait is not None:
+                caller.call_soon_threadsafe(on_wait, seconds, retry, retries)
+
+        extra = {"temperature": temperature} if temperature is not None else {}
+        call = self.model.complete(
+            list(messages), tools=tools, on_text=relay, on_wait=waiting, **extra
         )
+        future = asyncio.run_coroutine_threadsafe(call, background.loop)
         try:
             reply = await asyncio.wrap_future(future)
         except asyncio.CancelledError:

@@ -34,6 +34,24 @@ class InsertCellCall(CallBase):
     cell_type: NotRequired[Literal["code", "markdown", "raw"]]
 
 
+class RestoredCell(TypedDict):
+    """A cell of a run, as the run wrote it (for ``restore_cells``)."""
+
+    cell_id: str
+    after_id: str | None
+    source: str
+    metadata: dict[str, Any]
+    cell_type: NotRequired[Literal["markdown", "raw"]]
+
+
+class RestoreCellsCall(CallBase):
+    """After a reload: put back the run's cells the notebook lacks."""
+
+    method: Literal["restore_cells"]
+    cells: list[RestoredCell]
+    streaming_cell_id: str | None
+
+
 class AppendSourceCall(CallBase):
     """Append streamed text to a cell."""
 
@@ -102,6 +120,7 @@ Call = (
     | InterruptCall
     | RunOptionsCall
     | SaveCall
+    | RestoreCellsCall
 )
 
 
@@ -117,6 +136,7 @@ class CallResult(TypedDict):
     execution_count: NotRequired[int | None]
     started_at: NotRequired[float | None]
     truncated: NotRequired[bool]
+    restored: NotRequired[list[str]]
     text: NotRequired[str]
     options: NotRequired[dict[str, Any]]
 

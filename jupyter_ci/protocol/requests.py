@@ -19,6 +19,7 @@ class HelloRequest(TypedDict):
     protocol_version: Literal[1]
     notebook_paths: list[str]
     client_secret: NotRequired[str]
+    page_start: NotRequired[bool]
 
 
 class SubscribeRequest(TypedDict):
@@ -50,6 +51,7 @@ class StartRunRequest(RunRequestBase):
     request: Literal["start_run"]
     prompt: str
     handoff_nonce: str | None
+    handoff_request_id: NotRequired[str | None]
     origin: NotRequired[Literal["panel", "magic"]]
     regenerate: NotRequired[bool]
 
@@ -121,6 +123,7 @@ class PreviewMessage(TypedDict):
 
     role: str
     content: str
+    tokens: int
 
 
 class Preview(TypedDict):

@@ -6,6 +6,7 @@ import asyncio
 import importlib
 import os
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from jupyter_core.utils import ensure_async
@@ -13,6 +14,7 @@ from jupyter_server.extension.application import ExtensionApp
 
 from .._version import __version__
 from ..config import JupyterCI
+from ..errors import LAB_SETUP_COMMAND, LOCAL_LAB_SETUP_COMMAND, ConfigError
 from ..execution.status import KernelFate
 from ..mcp.http import McpHandler
 from ..models.base import Model
@@ -22,6 +24,7 @@ from .expectations import HandoffExpectations
 from .handlers import ConversationHandler, ExportHandler, StatusHandler
 from .hub import Hub
 from .keys import PROVIDER_KEY_VARIABLES, KeyRing
+from .paths import BadPath, notebook_path
 from .recording import abandoned_run_finished
 from .runs import RunManager
 from .store import ConversationStore
@@ -71,7 +74,9 @@ class JupyterCIServer(ExtensionApp):
         litellm_model.FREEZE_AFTER_IMPORT = True
         self.ci_config = JupyterCI(parent=self)
         self.settings["jupyter_ci"] = self
-        server = self.server_settings()
+        # Model strings are checked per request and in the status (a wrong one must not keep
+        # the extension from loading, nor its key in the environment).
+        server = self.server_settings(check_models=False)
         # Before any kernel starts: kernels inherit the server's environment.
         self.keyring = KeyRing.take(
             server.api_key_env, strip_provider_keys=server.strip_provider_keys
@@ -92,6 +97,7 @@ class JupyterCIServer(ExtensionApp):
             logger=self.log,
             root_dir=root,
         )
+        self.hub.holds = self.manager.holds
         self.hub.on_connected = self.manager.client_connected
         self.hub.on_disconnected = self.manager.client_disconnected
         self.expectations = HandoffExpectations(
@@ -145,7 +151,7 @@ class JupyterCIServer(ExtensionApp):
             logger.add_listener(schema_id=KERNEL_ACTIONS, listener=self._on_kernel_action)
             logger.add_listener(schema_id=CONTENTS_EVENTS, listener=self._on_contents_event)
         self.started.set()
-        if self.server_settings().model:
+        if self.server_settings(check_models=False).model:
             # The first request must not wait for litellm's import (seconds): warm it now,
             # on a worker thread, while the user opens a notebook.
             from ..models.litellm_model import import_litellm
@@ -210,16 +216,21 @@ class JupyterCIServer(ExtensionApp):
         self, logger: Any, schema_id: str, data: Mapping[str, Any]
     ) -> None:
         action = data.get("action")
-        if action == "delete" and data.get("path"):
+        try:
+            path = notebook_path(str(data.get("path") or ""))
+            source = notebook_path(str(data["source_path"])) if data.get("source_path") else ""
+        except BadPath:
+            return  # not a file's path (the root itself)
+        if action == "delete":
             # A new notebook at that path starts a new conversation.
             try:
-                await self.store.forget_path(str(data["path"]))
+                await self.store.forget_path(path)
             except Exception:
                 self.log.warning("jupyter-ci: could not archive the conversation of a deleted file")
             return
-        if action != "rename" or not data.get("source_path"):
+        if action != "rename" or not source:
             return
-        old, new = str(data["source_path"]), str(data["path"])
+        old, new = source, path
         self.manager.notebook_renamed(old, new)
         self.hub.rename(old, new)
         try:
@@ -229,9 +240,9 @@ class JupyterCIServer(ExtensionApp):
 
     # --- settings, keys and models ---------------------------------------------------------
 
-    def server_settings(self) -> Settings:
+    def server_settings(self, *, check_models: bool = True) -> Settings:
         """The server's own settings (its trusted layer), resolved over the defaults."""
-        return resolve_settings(self.ci_config.as_layers())
+        return resolve_settings(self.ci_config.as_layers(), check_models=check_models)
 
     def resolve_request(self, request: Mapping[str, Any]) -> Settings:
         """A ``start_run`` request's settings: the request's options over the kernel's ``%ci``
@@ -272,16 +283,26 @@ class JupyterCIServer(ExtensionApp):
         """``GET /jupyter-ci/status``: version and model names, never keys nor api_base.
 
         With no model configured, it also says which models a local Ollama offers, if one
-        answers on its default port (the setup card shows how to configure one).
+        answers on its default port (the setup card shows how to configure one). A model string
+        litellm cannot use is a ``config_problem``, and then no model is offered.
         """
-        settings = self.server_settings()
+        problem: str | None = None
+        try:
+            settings = self.server_settings()
+        except ConfigError as err:
+            problem = str(err)
+            settings = replace(self.server_settings(check_models=False), model="", models="")
         return {
             "version": __version__,
             "model": settings.model or None,
             "models": settings.configured_models,
+            "config_problem": problem,
             "persistent": self.store.persistent,
             "storage_problem": self.store.problem,
             "ollama_models": None if settings.model else await local_ollama_models(),
+            "setup": None
+            if settings.model
+            else {"command": LAB_SETUP_COMMAND, "local_command": LOCAL_LAB_SETUP_COMMAND},
         }
 
 

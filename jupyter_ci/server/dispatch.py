@@ -17,7 +17,8 @@ from typing import Any
 from .. import protocol
 from .._version import __version__
 from .expectations import HandoffExpectations
-from .hub import ClientTaken, Connection, Hub
+from .hub import ClientTaken, Connection, HelloRefused, Hub
+from .paths import BadPath, notebook_path
 from .run_types import RunRefused
 from .runs import RunManager
 
@@ -48,6 +49,18 @@ def _definition_of(message: dict[str, Any]) -> str:
             return "CallProgress"
         return "CallFailure" if message.get("ok") is False else "CallResult"
     return "ClientMessage"
+
+
+def _with_canonical_paths(message: dict[str, Any]) -> dict[str, Any]:
+    """The message with its notebook paths in their one canonical form (:mod:`.paths`)."""
+    if "notebook_path" not in message and "notebook_paths" not in message:
+        return message
+    canonical = dict(message)
+    if "notebook_path" in message:
+        canonical["notebook_path"] = notebook_path(str(message["notebook_path"]))
+    if "notebook_paths" in message:
+        canonical["notebook_paths"] = [notebook_path(str(p)) for p in message["notebook_paths"]]
+    return canonical
 
 
 class Dispatcher:
@@ -91,6 +104,17 @@ class Dispatcher:
         except RecursionError:
             self._refuse(connection, message, error_info("bad_message", "Nested too deeply."))
             return
+        try:
+            message = _with_canonical_paths(message)
+        except BadPath as err:
+            self._refuse(
+                connection,
+                message,
+                error_info(
+                    "bad_path", str(err), "Open the notebook from JupyterLab's file browser."
+                ),
+            )
+            return
         client_id = self.hub.client_of(connection)
         if "request" in message:
             await self._request(connection, client_id, message)
@@ -107,8 +131,19 @@ class Dispatcher:
             client = str(message["client_id"])
             try:
                 secret = self.hub.hello(
-                    connection, client, message["notebook_paths"], message.get("client_secret")
+                    connection,
+                    client,
+                    message["notebook_paths"],
+                    message.get("client_secret"),
+                    page_start=bool(message.get("page_start")),
                 )
+            except HelloRefused as refused:
+                self._refuse(
+                    connection, message, error_info(refused.code, refused.message, refused.hint)
+                )
+                if refused.close:
+                    connection.close(refused.message)
+                return
             except ClientTaken:
                 info = error_info(
                     "client_taken",

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -13,6 +11,8 @@ from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler, JupyterHandler
 from tornado import web
 
+from .export import export_markdown
+from .paths import BadPath, notebook_path
 from .store import Conversation, ConversationStore, Message, RunRecord, UsageTotals
 
 if TYPE_CHECKING:
@@ -80,10 +80,7 @@ class ConversationHandler(BaseHandler):
     """
 
     def _path(self) -> str:
-        path = self.get_query_argument("path", "").strip()
-        if not path:
-            raise web.HTTPError(400, "Give the notebook's path as ?path=...")
-        return path
+        return _notebook_path(self)
 
     @web.authenticated
     @authorized
@@ -134,6 +131,17 @@ class ConversationHandler(BaseHandler):
         self.finish()
 
 
+def _notebook_path(handler: web.RequestHandler) -> str:
+    """The ``?path=`` of a request, in its canonical form (400 with what to do if none)."""
+    path = handler.get_query_argument("path", "").strip()
+    if not path:
+        raise web.HTTPError(400, "Give the notebook's path as ?path=...")
+    try:
+        return notebook_path(path)
+    except BadPath as err:
+        raise web.HTTPError(400, str(err)) from None
+
+
 class ExportHandler(BaseHandler):
     """``GET /jupyter-ci/conversation/export?path=NOTEBOOK``: the conversation as Markdown."""
 
@@ -141,17 +149,17 @@ class ExportHandler(BaseHandler):
     @authorized
     async def get(self) -> None:
         """The Markdown text, offered as a download named after the notebook."""
-        path = self.get_query_argument("path", "").strip()
-        if not path:
-            raise web.HTTPError(400, "Give the notebook's path as ?path=...")
+        path = _notebook_path(self)
         await self.ci_app.ensure_started()
         store = self.ci_app.store
         conversation = await store.find_conversation(path)
         messages, runs, totals = await _stored(store, conversation, with_runs=True)
+        events = await store.events_of([run.run_id for run in runs]) if runs else {}
         name = path.rsplit("/", 1)[-1].rsplit(".", 1)[0] or "conversation"
         self.set_header("Content-Disposition", attachment(f"{name}-jupyter-ci.md"))
+        shown = conversation.path if conversation else path
         self.finish(
-            export_markdown(conversation.path if conversation else path, messages, runs, totals),
+            export_markdown(shown, messages, runs, totals, events),
             set_content_type="text/markdown; charset=utf-8",
         )
 
@@ -175,55 +183,3 @@ def attachment(filename: str) -> str:
     """
     fallback = "".join(c if " " <= c < "\x7f" and c not in '"\\' else "_" for c in filename)
     return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quote(filename, safe='')}"
-
-
-#: Lines of a cell's output digest the export shows.
-EXPORT_DIGEST_LINES = 12
-
-
-def export_markdown(
-    path: str, messages: Sequence[Message], runs: Sequence[RunRecord], totals: UsageTotals
-) -> str:
-    """A conversation as Markdown: each request, the final code of the cells its run generated
-    or fixed with a short digest of their outputs and its status line, then the answer, in order;
-    and what it all cost."""
-    names = {"user": "You", "assistant": "jupyter-ci", "notice": "Note"}
-    records = {run.run_id: run for run in runs}
-    shown: set[str] = set()
-    lines = [f"# jupyter-ci conversation: {path}", ""]
-    for message in messages:
-        lines += [f"**{names.get(message.role, message.role)}:**", "", message.text, ""]
-        run = records.get(message.run_id or "")
-        if run is not None and run.run_id not in shown:
-            shown.add(run.run_id)  # the run's work follows its request
-            lines += _run_markdown(run)
-    cost = "unknown" if totals.cost is None else f"${totals.cost:.4f}"
-    lines.append(
-        f"_{totals.runs} run(s), {totals.prompt_tokens + totals.completion_tokens:,} tokens, "
-        f"cost {cost}._"
-    )
-    return "\n".join(lines) + "\n"
-
-
-def _run_markdown(run: RunRecord) -> list[str]:
-    lines: list[str] = []
-    for cell in run.cells:
-        lines += [_fenced(cell.source, "python"), ""]
-        digest = cell.digest.strip()
-        if digest:
-            kept = digest.splitlines()
-            cut = len(kept) - EXPORT_DIGEST_LINES
-            body = "\n".join(kept[:EXPORT_DIGEST_LINES])
-            if cut > 0:
-                body += f"\n[... {cut} more line{'s' if cut != 1 else ''} ...]"
-            lines += ["Output:", "", _fenced(body, "text"), ""]
-    if run.status_line:
-        lines += [f"_{run.status_line}_", ""]
-    return lines
-
-
-def _fenced(text: str, language: str) -> str:
-    """``text`` in a code fence longer than any run of backticks inside it."""
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    fence = "`" * max(3, longest + 1)
-    return f"{fence}{language}\n{text.rstrip()}\n{fence}"

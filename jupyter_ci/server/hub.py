@@ -11,6 +11,11 @@ delivers:
 - the list of runs (``RunsNotice``) to every tab, each run's request (its start) only to its owner
   and the tabs with its notebook open.
 
+A client id stays bound to its secret (and its user) while the server holds a run of it (its
+runs' calls and events go by that id): it is never forgotten then, and another connection cannot
+take the id without the secret. Hellos are bounded: a few per connection (the connection is closed
+beyond), and new client ids at most :data:`NEW_CLIENTS_PER_MINUTE` a minute per user.
+
 Sending never blocks: a connection queues the message (tornado's ``write_message``) or drops it
 when closed. A tab that reconnects asks for what it missed (``replay``).
 """
@@ -18,27 +23,66 @@ when closed. A tab that reconnects asks for what it missed (``replay``).
 from __future__ import annotations
 
 import secrets
-from collections import OrderedDict
+import time
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 #: Characters of a run's request shown in the run list (the whole request is the owner's).
 PROMPT_SHOWN = 300
-#: Client ids whose secret the hub remembers (the oldest are forgotten first).
+#: Client ids whose secret the hub remembers; beyond, the least recently seen of those that hold
+#: no run and are not connected are forgotten.
 KNOWN_CLIENTS = 10_000
+#: Hellos one connection may say (a tab says one, and one more as a new client if its id was
+#: taken); the connection is closed beyond.
+HELLOS_PER_CONNECTION = 4
+#: New client ids one user may introduce in a minute (a tab keeps its id across reloads).
+NEW_CLIENTS_PER_MINUTE = 60
+#: New client ids all users together may introduce in a minute (a shared token's connections
+#: without a login cookie are each a new anonymous user to Jupyter).
+NEW_CLIENTS_PER_MINUTE_ALL = 600
 
 
 class ClientTaken(Exception):
     """A hello for a client id that is not this connection's to take."""
 
 
+class HelloRefused(Exception):
+    """A hello the hub will not take now: too many of them (``code``, a sentence, a hint).
+
+    ``close`` says whether the connection must be closed (it said too many hellos)."""
+
+    def __init__(self, code: str, message: str, hint: str, *, close: bool = False) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.hint = hint
+        self.close = close
+
+
 class Connection(Protocol):
-    """One websocket connection, as the hub sees it."""
+    """One websocket connection, as the hub sees it (``user``: who authenticated it)."""
+
+    user: str
 
     def send(self, message: dict[str, Any]) -> None:
         """Queue ``message`` for the tab (dropped if the connection is closed)."""
         ...
+
+    def close(self, reason: str) -> None:
+        """Close the connection, saying why."""
+        ...
+
+
+#: The key of every user's new client ids together.
+_ALL = "\0all"
+
+
+@dataclass
+class _Identity:
+    secret: str
+    user: str
 
 
 @dataclass
@@ -50,12 +94,18 @@ class _Client:
 class Hub:
     """Connected tabs by ``client_id``, with the notebooks each has open."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
         self._clients: dict[str, _Client] = {}
         self._ids: dict[int, str] = {}
-        self._secrets: OrderedDict[str, str] = OrderedDict()
-        #: Called with a client id when its tab connects again (or for the first time).
-        self.on_connected: Callable[[str], None] | None = None
+        self._identities: OrderedDict[str, _Identity] = OrderedDict()
+        self._hellos: dict[int, int] = {}
+        self._new: dict[str, deque[float]] = {}
+        self._clock = clock
+        #: Whether the server holds a run of a client id (its identity is kept then).
+        self.holds: Callable[[str], bool] = lambda client_id: False
+        #: Called with a client id when its tab connects again (or for the first time), and
+        #: whether it is a page's first hello (a reloaded page holds none of its runs' cells).
+        self.on_connected: Callable[[str, bool], None] | None = None
         #: Called with a client id when its tab's connection closes.
         self.on_disconnected: Callable[[str], None] | None = None
 
@@ -67,29 +117,85 @@ class Hub:
         client_id: str,
         notebook_paths: Iterable[str],
         secret: str | None = None,
+        *,
+        page_start: bool = False,
     ) -> str:
         """Bind ``connection`` to ``client_id`` (replacing an older connection of that tab);
         returns the client id's secret.
 
-        A client id seen before is taken only with its ``secret``: :class:`ClientTaken` if not.
+        A client id seen before is taken only with its ``secret``: :class:`ClientTaken` if
+        not. :class:`HelloRefused` when the connection said too many
+        hellos, its user introduced too many new client ids lately, or the server holds as many
+        as it can.
         """
-        known = self._secrets.get(client_id)
+        user = getattr(connection, "user", "") or ""
+        said = self._hellos.get(id(connection), 0) + 1
+        self._hellos[id(connection)] = said
+        if said > HELLOS_PER_CONNECTION:
+            raise HelloRefused(
+                "too_many_hellos",
+                f"A connection may say hello at most {HELLOS_PER_CONNECTION} times.",
+                "Reload the page.",
+                close=True,
+            )
+        known = self._identities.get(client_id)
         if known is None:
-            known = secrets.token_urlsafe(24)
-            self._secrets[client_id] = known
-            while len(self._secrets) > KNOWN_CLIENTS:
-                self._secrets.popitem(last=False)
-        elif secret is None or not secrets.compare_digest(secret, known):
+            self._admit(user)
+            known = _Identity(secrets.token_urlsafe(24), user)
+            self._identities[client_id] = known
+        elif secret is None or not secrets.compare_digest(secret, known.secret):
             raise ClientTaken(client_id)
-        self._secrets.move_to_end(client_id)
+        self._identities.move_to_end(client_id)
         previous = self._ids.get(id(connection))
         if previous is not None and previous != client_id:
             self._forget(connection)
         self._clients[client_id] = _Client(connection, set(notebook_paths))
         self._ids[id(connection)] = client_id
         if self.on_connected is not None:
-            self.on_connected(client_id)
-        return known
+            self.on_connected(client_id, page_start)
+        return known.secret
+
+    def _admit(self, user: str) -> None:
+        """Make room for a new client id of ``user``, or refuse it (:class:`HelloRefused`)."""
+        now = self._clock()
+        recent = self._new.setdefault(user, deque())
+        everyone = self._new.setdefault(_ALL, deque())
+        for times in (recent, everyone):
+            while times and now - times[0] > 60:
+                times.popleft()
+        for times, limit, whose in (
+            (recent, NEW_CLIENTS_PER_MINUTE, "per user"),
+            (everyone, NEW_CLIENTS_PER_MINUTE_ALL, "for all users"),
+        ):
+            if len(times) >= limit:
+                raise HelloRefused(
+                    "too_many_clients",
+                    f"Too many new jupyter-ci tabs: at most {limit} a minute {whose}.",
+                    "Wait a minute, then reload the page.",
+                )
+        if len(self._identities) >= KNOWN_CLIENTS and not self._forget_one():
+            raise HelloRefused(
+                "too_many_clients",
+                "The server holds as many jupyter-ci tabs as it can, each with a run.",
+                "Close tabs you no longer use, or wait for their runs to end.",
+            )
+        recent.append(now)
+        everyone.append(now)
+        for idle in [name for name, times in self._new.items() if not times]:
+            del self._new[idle]
+
+    def _forget_one(self) -> bool:
+        """Forget the least recently seen client id that holds no run and is not connected."""
+        for client_id in self._identities:
+            if client_id not in self._clients and not self.holds(client_id):
+                del self._identities[client_id]
+                return True
+        return False
+
+    def user_of(self, client_id: str) -> str | None:
+        """The user a client id belongs to (None if unknown)."""
+        known = self._identities.get(client_id)
+        return known.user if known is not None else None
 
     def client_of(self, connection: Connection) -> str | None:
         """The client id a connection said hello as (None before its hello)."""
@@ -103,6 +209,7 @@ class Hub:
 
     def closed(self, connection: Connection) -> None:
         """The connection closed; its tab counts as disconnected unless it reconnected already."""
+        self._hellos.pop(id(connection), None)
         client_id = self._forget(connection)
         if client_id is not None and self.on_disconnected is not None:
             self.on_disconnected(client_id)

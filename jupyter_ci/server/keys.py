@@ -39,6 +39,12 @@ PROVIDER_KEY_VARIABLES: dict[str, str] = {
 }
 
 
+def provider_key_variable(model: str) -> str | None:
+    """The usual key variable of the provider of ``model`` (a bare name is OpenAI's)."""
+    provider = model.split("/", 1)[0] if "/" in model else "openai"
+    return PROVIDER_KEY_VARIABLES.get(provider)
+
+
 @dataclass
 class KeyRing:
     """Keys the server took from its environment, by variable name."""
@@ -79,8 +85,7 @@ class KeyRing:
             return own
         if settings.api_base:
             return None
-        provider = settings.model.split("/", 1)[0] if "/" in settings.model else "openai"
-        variable = PROVIDER_KEY_VARIABLES.get(provider)
+        variable = provider_key_variable(settings.model)
         return self.keys.get(variable) if variable else None
 
     def secrets(self) -> list[str]:

@@ -73,17 +73,15 @@ async def preview(
             messages = await AgentRun(run_request, workspace, model).opening_messages()
     except JupyterCIError as err:
         raise RunRefused.of(err) from None
-    shown = [
-        {
-            "role": str(m.get("role", "")),
-            "content": text_of(m.get("content"), placeholders=True),
-        }
-        for m in messages
-    ]
+    shown = []
+    for message in messages:
+        content = text_of(message.get("content"), placeholders=True)
+        role = str(message.get("role", ""))
+        shown.append({"role": role, "content": content, "tokens": model.count_tokens(content)})
     return {
         "model": settings.model,
         "messages": shown,
-        "prompt_tokens": sum(model.count_tokens(m["content"]) for m in shown),
+        "prompt_tokens": sum(m["tokens"] for m in shown),
         "context_tokens": settings.context_tokens,
     }
 

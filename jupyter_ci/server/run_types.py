@@ -54,6 +54,10 @@ class Publisher(Protocol):
         """Whether the tab is connected now."""
         ...
 
+    def user_of(self, client_id: str) -> str | None:
+        """The user a tab belongs to (None if unknown)."""
+        ...
+
 
 class Kernels(Protocol):
     """What the manager needs of the server's kernels."""

@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..agent.instructions import server_instructions
 from ..agent.loop import AgentRun, Approver, EventCallback, ReviewDecision, RunOutcome, RunRequest
 from ..agent.states import RunState
 from ..errors import (
@@ -62,6 +63,8 @@ MAX_PROMPT_CHARS = 100_000
 MAX_KEPT_EVENTS = 20_000
 #: Finished runs kept in memory for replay.
 KEPT_FINISHED_RUNS = 50
+#: Handoff requests remembered (each is accepted once; a %%ci cell runs far fewer times).
+MAX_KEPT_NONCES = 100_000
 
 
 @dataclass
@@ -150,6 +153,8 @@ class RunManager:
         self._finished: list[str] = []
         #: Handoff nonces accepted: the tab that claimed each, and what its request led to.
         self._nonces: dict[str, tuple[str, asyncio.Future[StartResult]]] = {}
+        #: The nonce each %%ci execute request (kernel id and msg_id) handed off with.
+        self._handoff_requests: dict[str, str] = {}
         #: Notices said in each conversation since the server started (the store has the rest).
         self._said: dict[str, set[str]] = {}
         #: Reads of tabs' notebooks outside any run (previews, re-run checks).
@@ -165,6 +170,10 @@ class RunManager:
             infos.extend(run.info(position) for position, run in enumerate(lane))
         infos.extend(run.info(0) for run in self._free)
         return infos
+
+    def holds(self, client_id: str) -> bool:
+        """Whether a run held in memory (active, queued or kept for replay) is the tab's."""
+        return any(run.owner == client_id for run in self._runs.values())
 
     def get(self, run_id: str) -> ManagedRun | None:
         """A run held in memory (active, queued or recently finished)."""
@@ -201,6 +210,19 @@ class RunManager:
                 hint="Start or select a kernel for the notebook, then ask again.",
             )
         nonce = request.get("handoff_nonce")
+        handed = request.get("handoff_request_id")
+        if nonce and handed:
+            # One handoff per %%ci execute request: another nonce under the same request was
+            # made by other code in the kernel (ARCHITECTURE.md, Invariants).
+            key = f"{kernel_id}\n{handed}"
+            first = self._handoff_requests.setdefault(key, str(nonce))
+            _trim(self._handoff_requests, MAX_KEPT_NONCES)
+            if first != nonce:
+                raise RunRefused(
+                    "handoff_claimed",
+                    "That %%ci request has already handed off once.",
+                    hint="Run the %%ci cell again to make a new request.",
+                )
         if nonce and nonce in self._nonces:
             owner, outcome = self._nonces[nonce]
             if owner != client_id:
@@ -295,8 +317,24 @@ class RunManager:
         return StartResult(run.run_id, position, note)
 
     async def stop(self, client_id: str, run_id: str) -> None:
-        """Stop a run the tab started or claimed: abort the model stream, interrupt the kernel."""
-        self._stop(self._owned(client_id, run_id), "user", StoppedByUser())
+        """Stop a run: abort the model stream, interrupt the kernel.
+
+        The tab that started or claimed it may, and so may another tab of the same user with
+        the run's notebook open (the check is the user and the notebook, not the tab).
+        """
+        run = self._runs.get(run_id)
+        user = self.publisher.user_of(client_id)
+        if (
+            run is not None
+            and run.owner != client_id
+            and user is not None
+            and user == self.publisher.user_of(run.owner)
+            and self.publisher.sees(client_id, run.notebook_path)
+        ):
+            self.log.info("jupyter-ci: run %s stopped from another tab of its user", run_id)
+        else:
+            run = self._owned(client_id, run_id)
+        self._stop(run, "user", StoppedByUser())
 
     def review(
         self, client_id: str, run_id: str, cell_id: str, decision: str, source: str | None
@@ -352,15 +390,43 @@ class RunManager:
 
     # --- what happens around the runs ------------------------------------------------------
 
-    def client_connected(self, client_id: str) -> None:
-        """A tab (re)connected: its runs stop waiting and get their unanswered calls again."""
+    def client_connected(self, client_id: str, page_start: bool = False) -> None:
+        """A tab (re)connected: its runs stop waiting and get their unanswered calls again.
+
+        ``page_start``: it is a new page of the same tab (a reload), which holds none of the
+        cells the run wrote that were not saved: it first puts them back (``restore_cells``,
+        which the tab does before the run's other calls), and a ``run_cell`` the previous page
+        received is not sent again (see :meth:`CallChannel.resend`).
+        """
         for run in self._runs.values():
             if run.owner != client_id or run.state.terminal:
                 continue
             if run.grace_timer is not None:
                 run.grace_timer.cancel()
                 run.grace_timer = None
-            run.channel.resend()
+            skip: set[str] = set()
+            if page_start:
+                params = run.workspace.restore_params()
+                if params["cells"]:
+                    restore = run.channel.send("restore_cells", params)
+                    restore.add_done_callback(self._restored(run))
+                    skip.add(run.channel.last_call_id)
+            run.channel.resend(page_start=page_start, skip=skip)
+
+    def _restored(self, run: ManagedRun) -> Callable[[asyncio.Future[dict[str, Any]]], None]:
+        def done(future: asyncio.Future[dict[str, Any]]) -> None:
+            if future.cancelled():
+                return
+            error = future.exception()
+            if error is not None:
+                self.log.warning("jupyter-ci: run %s: cells not restored: %s", run.run_id, error)
+            else:
+                restored = future.result().get("restored")
+                self.log.info(
+                    "jupyter-ci: run %s: the reloaded tab restored %s", run.run_id, restored
+                )
+
+        return done
 
     def client_disconnected(self, client_id: str) -> None:
         """A tab went away: its runs wait ``grace`` seconds for it, then stop."""
@@ -580,6 +646,9 @@ class RunManager:
             ),
             attached_cells=attached_cells,
             said=history.said | self._said.get(history.conversation_id or "", set()),
+            instructions=server_instructions(
+                settings.instructions, self.root_dir, str(request["notebook_path"])
+            ),
         )
 
     async def preview(self, client_id: str, request: Mapping[str, Any]) -> dict[str, Any]:
@@ -670,6 +739,8 @@ class RunManager:
         self.publisher.publish(run.notebook_path, run.owner, event)
         if kind != "token":
             run.writes.put_nowait(event)
+        if kind == "cell_updated":
+            run.workspace.settled(str(event.get("cell_id")))
         if kind == "message" and event.get("role") == "notice" and run.conversation_id:
             # Known at once to the notebook's next run, before the store has it.
             self._said.setdefault(run.conversation_id, set()).add(str(event.get("text")))
@@ -691,6 +762,12 @@ class RunManager:
 
     def _announce(self) -> None:
         self.publisher.announce(self.runs())
+
+
+def _trim(kept: dict[str, Any], limit: int) -> None:
+    """Forget the oldest entries of ``kept`` beyond ``limit``."""
+    while len(kept) > limit:
+        del kept[next(iter(kept))]
 
 
 def _not_yours() -> RunRefused:

@@ -26,24 +26,60 @@ if TYPE_CHECKING:
 #: Tornado drops a connection on messages above this; the dispatcher refuses, with an error,
 #: messages between MAX_MESSAGE_BYTES and this.
 HARD_MESSAGE_LIMIT = 4 * MAX_MESSAGE_BYTES
+#: The close code of a connection the server ends for what it did (a websocket "policy
+#: violation"); the reason says what.
+CLOSE_POLICY = 1008
+#: Bytes queued for one connection that its tab has not read yet; beyond, the tab is too slow
+#: to read (or does not) and the connection is closed: it reconnects and replays what it missed.
+MAX_QUEUED_BYTES = HARD_MESSAGE_LIMIT
+#: The reason a connection closed for not reading says.
+TOO_SLOW = "The tab did not read the server's messages (too much queued); reconnect and replay."
 
 
 class _SocketConnection:
-    """The hub's view of one websocket: ``send`` queues JSON and never raises."""
+    """The hub's view of one websocket: ``send`` queues JSON and never raises.
+
+    What is queued and not yet written to the socket is counted (``queued``, bytes): a tab that
+    stops reading would otherwise grow the server without bound. Past
+    :data:`MAX_QUEUED_BYTES` the connection is closed, saying why (:data:`TOO_SLOW`).
+    """
 
     def __init__(self, handler: RunSocketHandler) -> None:
         self.handler = handler
         self.open = True
+        self.queued = 0
+        user = handler.current_user
+        self.user: str = str(getattr(user, "username", None) or user or "")
 
     def send(self, message: dict[str, Any]) -> None:
         if not self.open:
             return
+        text = json.dumps(message)
+        size = len(text)
+        if self.queued + size > MAX_QUEUED_BYTES:
+            self.handler.log.warning(
+                "jupyter-ci: closing a connection that does not read (%d bytes queued)",
+                self.queued,
+            )
+            self.close(TOO_SLOW)
+            return
         try:
-            future = self.handler.write_message(json.dumps(message))
+            future = self.handler.write_message(text)
         except WebSocketClosedError:
             self.open = False
             return
-        future.add_done_callback(_ignore_closed)
+        self.queued += size
+        future.add_done_callback(lambda done: self._written(done, size))
+
+    def _written(self, future: Any, size: int) -> None:
+        self.queued -= size
+        _ignore_closed(future)
+
+    def close(self, reason: str) -> None:
+        """Close the websocket with ``reason`` (the tab shows it, reconnects and replays)."""
+        if self.open:
+            self.open = False
+            self.handler.close(CLOSE_POLICY, reason[:120])
 
 
 def _ignore_closed(future: Any) -> None:

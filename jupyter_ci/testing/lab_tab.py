@@ -115,9 +115,13 @@ class ScriptedTab:
         client_id: str | None = None,
         instant: bool = False,
         keep_tokens: bool = True,
+        cookie: str | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/") + "/"
         self.token = token
+        #: A login cookie sent with the token: the server then knows the same user on every
+        #: connection (without one, each token-authenticated connection is a new anonymous user).
+        self.cookie = cookie
         self.kernel_client_for = kernel_client_for
         #: Answer run_cell and evaluate at once, without a kernel (for benchmarks of
         #: the server's own cost): every cell "succeeds" with no output.
@@ -128,6 +132,9 @@ class ScriptedTab:
         self.client_id = client_id or f"tab-{uuid.uuid4().hex}"
         #: What the server gave this client id at its first hello (shown again on reconnect).
         self.client_secret: str | None = None
+        #: Whether the next hello is this tab's first (a page that just loaded, as after a
+        #: reload: it knows none of its runs' calls and cells).
+        self.page_start = True
         self.notebooks: dict[str, TabNotebook] = {}
         #: Everything the server sent, in order.
         self.received: list[dict[str, Any]] = []
@@ -153,6 +160,9 @@ class ScriptedTab:
         self._requests = 0
         self._tasks: set[asyncio.Future[Any]] = set()
         self._closed = False
+        #: The close code and reason of the latest connection the server closed (None before).
+        self.close_code: int | None = None
+        self.close_reason: str | None = None
 
     # --- connection ------------------------------------------------------------------------
 
@@ -167,7 +177,10 @@ class ScriptedTab:
         from tornado.httpclient import HTTPRequest
         from tornado.websocket import websocket_connect
 
-        request = HTTPRequest(self.ws_url, headers={"Authorization": f"token {self.token}"})
+        headers = {"Authorization": f"token {self.token}"}
+        if self.cookie:
+            headers["Cookie"] = self.cookie
+        request = HTTPRequest(self.ws_url, headers=headers)
         self._socket = await websocket_connect(request)
         stream = getattr(self._socket, "stream", None)
         if stream is not None:
@@ -183,7 +196,11 @@ class ScriptedTab:
         }
         if self.client_secret is not None:
             message["client_secret"] = self.client_secret  # as the labextension does
+        if self.page_start:
+            message["page_start"] = True
         reply = await self.request(message)
+        if reply.get("ok"):
+            self.page_start = False
         if reply.get("ok") and isinstance(reply.get("client_secret"), str):
             self.client_secret = reply["client_secret"]
         return reply
@@ -315,6 +332,9 @@ class ScriptedTab:
         while socket is not None:
             text = await socket.read_message()
             if text is None:
+                self.close_code = socket.close_code
+                self.close_reason = socket.close_reason
+                self._changed.set()
                 break
             message = json.loads(text)
             if not self.keep_tokens and message.get("type") == "token":
@@ -323,6 +343,33 @@ class ScriptedTab:
             self._changed.set()
             if "method" in message and "call_id" in message:
                 self._spawn(self._answer(message))
+
+    @staticmethod
+    def _restore(notebook: TabNotebook, call: dict[str, Any]) -> list[str]:
+        """Put back the run's cells the notebook lacks, as the labextension does."""
+        restored: list[str] = []
+        previous: str | None = None
+        for cell in call["cells"]:
+            cell_id = str(cell["cell_id"])
+            if any(c["id"] == cell_id for c in notebook.cells):
+                if cell_id == call.get("streaming_cell_id"):
+                    notebook.cell(cell_id)["source"] = str(cell["source"])
+                previous = cell_id
+                continue
+            after = cell.get("after_id")
+            known = {c["id"] for c in notebook.cells}
+            if after is not None and after in known:
+                position = notebook.index(str(after)) + 1
+            elif previous is not None and previous in known:
+                position = notebook.index(previous) + 1
+            else:
+                position = 0 if after is None else len(notebook.cells)
+            node = code_cell(str(cell["source"]), cell_id, **dict(cell.get("metadata") or {}))
+            notebook.cells.insert(position, node)
+            notebook.outputs.cell_inserted(position)
+            restored.append(cell_id)
+            previous = cell_id
+        return restored
 
     def _spawn(self, coroutine: Awaitable[Any]) -> None:
         task = asyncio.ensure_future(coroutine)
@@ -382,6 +429,8 @@ class ScriptedTab:
         if method == "append_source":
             notebook.cell(str(call["cell_id"]))["source"] += str(call["text"])
             return {}
+        if method == "restore_cells":
+            return {"restored": self._restore(notebook, call)}
         if method == "delete_cell":
             position = notebook.index(str(call["cell_id"]))
             del notebook.cells[position]
@@ -413,7 +462,11 @@ class ScriptedTab:
             return {"text": "[]"}
         if method == "run_cell":
             return await self._run_cell(
-                notebook, str(call["cell_id"]), str(call["call_id"]), call.get("expression")
+                notebook,
+                str(call["cell_id"]),
+                str(call["call_id"]),
+                call.get("expression"),
+                run_id=str(call["run_id"]),
             )
         if method == "evaluate":
             return await self._inspect(notebook, str(call["expression"]))
@@ -463,13 +516,15 @@ class ScriptedTab:
         *,
         silent: bool = False,
         own: bool = True,
+        run_id: str | None = None,
         user_expressions: dict[str, str] | None = None,
     ) -> _Execution:
         """Send an execute request (as the labextension does) and wait until it is done.
 
         ``on_started`` of ``execution`` is called once the kernel begins it. ``own``: one of
         jupyter-ci's executions, marked as the labextension marks them
-        (``metadata.jupyter_ci_resume``: the kernel never holds it back).
+        (``metadata.jupyter_ci_resume``: the kernel never holds it back), with the ``run_id``
+        whose cell it runs (``metadata.jupyter_ci_run``: ``%%ci`` starts no run in it).
         """
         client = await self._kernel(kernel_id)
         content = {
@@ -480,7 +535,9 @@ class ScriptedTab:
             "allow_stdin": False,
             "stop_on_error": False,
         }
-        metadata = {constant("ResumeMetadataKey"): True} if own else {}
+        metadata: dict[str, Any] = {constant("ResumeMetadataKey"): True} if own else {}
+        if run_id is not None:
+            metadata[constant("RunMetadataKey")] = run_id
         message = client.session.msg("execute_request", content, metadata=metadata)
         client.shell_channel.send(message)
         msg_id = message["header"]["msg_id"]
@@ -508,6 +565,8 @@ class ScriptedTab:
         cell_id: str,
         call_id: str | None,
         expression: str | None = None,
+        *,
+        run_id: str | None = None,
     ) -> dict[str, Any]:
         cell = notebook.cell(cell_id)
         cell["outputs"] = []
@@ -528,6 +587,7 @@ class ScriptedTab:
             execution,
             str(cell["source"]),
             own=call_id is not None,
+            run_id=run_id,
             user_expressions={"v": expression} if expression else None,
         )
         # As the browser: the outputs the kernel's messages made, nothing made from the reply.

@@ -36,6 +36,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from ..agent.figures import figures_here
 from ..agent.files import SNAPSHOT_SOURCE, Snapshot, parse_snapshot, snapshot_scope
 from ..agent.fix_context import fix_context_here
 from ..agent.loop import AgentRun, RunOutcome, RunRequest
@@ -275,6 +276,10 @@ class InKernelWorkspace:
     async def fix_context(self, ename: str, evalue: str, code: str) -> list[str]:
         namespace = self.shell.user_ns
         return await self.bridge.call(lambda: fix_context_here(namespace, ename, evalue, code))
+
+    async def figure_notes(self, read: bool) -> list[str]:
+        shell = self.shell
+        return await self.bridge.call(lambda: figures_here(shell, read))
 
     async def interrupt(self) -> None:
         """Stop: the block running now is interrupted (it ends ``interrupted``); no other runs.

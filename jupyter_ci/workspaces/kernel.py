@@ -33,6 +33,7 @@ import nbformat
 from jupyter_client.manager import AsyncKernelManager
 from nbclient.exceptions import DeadKernelError
 
+from ..agent.figures import figures_expression, parse_figures
 from ..agent.files import Snapshot, parse_snapshot, snapshot_expression
 from ..agent.fix_context import fix_context_expression, parse_fix_context
 from ..agent.variables import inspection_expression, parse_variables
@@ -64,6 +65,23 @@ END_GRACE = float(constant("ReplyGraceSeconds"))
 INSPECT_TIMEOUT = 30.0
 #: Timeout of the ``kernel_info`` request that describes a new notebook's language (seconds).
 INFO_TIMEOUT = 10.0
+
+
+def channel_encryption() -> dict[str, str]:
+    """The kernel manager's settings that encrypt a kernel's channels where it can.
+
+    ipykernel 7 encrypts its channels with CurveZMQ keys its manager provisions, and declares it
+    in its kernelspec (``metadata.supported_encryption``); jupyter_client 8.10 provisions them
+    with ``transport_encryption="auto"`` (for kernels that declare it, others are started as
+    before). Without them ipykernel 7 warns on stderr that it runs unencrypted, once per kernel:
+    98 times in a bench. Older jupyter_client (no such setting) and pyzmq builds without CurveZMQ
+    get nothing.
+    """
+    import zmq
+
+    if "transport_encryption" not in AsyncKernelManager.class_trait_names() or not zmq.has("curve"):
+        return {}
+    return {"transport_encryption": "auto"}
 
 
 def skip_ci_cells(cell: Cell) -> bool:
@@ -201,7 +219,7 @@ class KernelWorkspace:
         for variable in drop_env:
             env.pop(variable, None)
         env["JPY_SESSION_NAME"] = str(path.absolute())
-        km = AsyncKernelManager(kernel_name=name)
+        km = AsyncKernelManager(kernel_name=name, **channel_encryption())
         await km.start_kernel(cwd=str(cwd or path.absolute().parent), env=env)
         kc = None
         try:
@@ -388,6 +406,10 @@ class KernelWorkspace:
         expression = fix_context_expression(ename, evalue, code)
         text = await self._evaluate(expression, "read what the failure is about")
         return [] if text is None else parse_fix_context(text)
+
+    async def figure_notes(self, read: bool) -> list[str]:
+        """The figures it displayed, in words (see :mod:`jupyter_ci.agent.figures`)."""
+        return parse_figures(await self._evaluate(figures_expression(read), "note its figures"))
 
     async def _evaluate(self, expression: str, what: str) -> str | None:
         """The text/plain value of ``expression``, from a silent request that leaves no trace

@@ -17,6 +17,7 @@ import type {
   ICallResult,
   ICellInfo,
   IInsertCellCall,
+  IRestoreCellsCall,
   IRunCellCall,
   RunEvent
 } from './protocol';
@@ -40,6 +41,13 @@ type ResultFields = Omit<ICallResult, 'call_id' | 'ok'>;
  * from the cell model, capped to fit a message. A call id seen before is
  * answered with the same result and never done twice: the server resends
  * unanswered calls after a reconnect.
+ *
+ * After a reload the page is the same client (`identity.ts`) but holds none
+ * of its runs' unsaved cells: the server's first call of each run is
+ * `restore_cells`, which puts back the cells the notebook lacks, and the
+ * run's other calls wait for it. Calls for a notebook this page has not
+ * opened yet wait for it to open (a reloaded page opens its notebooks again
+ * as it starts), at most `OPEN_WAIT`.
  */
 export class NotebookBridge extends Lifecycle {
   constructor(options: NotebookBridge.IOptions) {
@@ -66,6 +74,7 @@ export class NotebookBridge extends Lifecycle {
 
   private readonly _onCall = (_sender: CIConnection, call: Call): void => {
     this._ownRuns.add(call.run_id);
+    const restoring = this._restoring.get(call.run_id);
     let answer = this._answers.get(call.call_id);
     if (answer) {
       // A resend: repeat what we said, never do it twice.
@@ -76,11 +85,21 @@ export class NotebookBridge extends Lifecycle {
     } else {
       this._trimAnswers();
       const created: Private.IAnswer = {
-        reply: this._answer(call),
+        reply:
+          restoring && call.method !== 'restore_cells'
+            ? restoring.then(() => this._answer(call))
+            : this._answer(call),
         answeredAt: null
       };
       answer = created;
       this._answers.set(call.call_id, created);
+      if (call.method === 'restore_cells') {
+        // The run's later calls (resent behind this one) wait for it.
+        this._restoring.set(
+          call.run_id,
+          created.reply.then(() => undefined)
+        );
+      }
       void created.reply.then(() => {
         created.answeredAt = Date.now();
       });
@@ -121,6 +140,10 @@ export class NotebookBridge extends Lifecycle {
     timing: { kernelSeconds: number | null }
   ): Promise<ResultFields> {
     const path = call.notebook_path;
+    if (!this._index.panel(path) && this._index.isOpening(path)) {
+      // A reloaded page opens its notebooks again as it starts.
+      await this._index.whenOpen(path, Private.OPEN_WAIT);
+    }
     const panel = this._panel(path);
     switch (call.method) {
       case 'read_cells':
@@ -176,6 +199,11 @@ export class NotebookBridge extends Lifecycle {
           await panel.context.save();
         }
         return {};
+      case 'restore_cells': {
+        const restored = this._restore(panel, call);
+        this._runs.touch(call.run_id);
+        return { restored };
+      }
       default:
         throw new CallError(
           'unknown_method',
@@ -216,6 +244,60 @@ export class NotebookBridge extends Lifecycle {
     return cellId;
   }
 
+  /**
+   * Put back the run's cells the notebook lacks (a reload dropped them: they
+   * were not saved), each after its recorded neighbour, with the run's
+   * source; the cell being streamed into gets the run's source even when it
+   * is there (with real-time collaboration the previous page's writes are
+   * in the shared document, the last perhaps twice). Returns the ids put
+   * back.
+   */
+  private _restore(panel: NotebookPanel, call: IRestoreCellsCall): string[] {
+    const shared = panel.content.model?.sharedModel;
+    if (!shared) {
+      throw Private.notOpen(call.notebook_path, true);
+    }
+    const restored: string[] = [];
+    let previous: string | null = null;
+    for (const cell of call.cells) {
+      const found = NotebookIndex.cellIn(panel, cell.cell_id);
+      if (found) {
+        if (
+          cell.cell_id === call.streaming_cell_id &&
+          found.model.sharedModel.getSource() !== cell.source
+        ) {
+          this._streamer.discard(found.model);
+          SourceStreamer.replace(found.model, cell.source);
+        }
+        previous = cell.cell_id;
+        continue;
+      }
+      const after =
+        (cell.after_id !== null &&
+          NotebookIndex.cellIn(panel, cell.after_id)) ||
+        (previous !== null && NotebookIndex.cellIn(panel, previous));
+      const index = after
+        ? after.index + 1
+        : cell.after_id === null
+          ? 0
+          : shared.cells.length;
+      shared.transact(() => {
+        shared.insertCell(index, {
+          id: cell.cell_id,
+          cell_type: cell.cell_type ?? 'code',
+          source: cell.source,
+          metadata: cell.metadata as nbformat.ICodeCellMetadata
+        });
+      }, false);
+      restored.push(cell.cell_id);
+      previous = cell.cell_id;
+    }
+    if (call.streaming_cell_id) {
+      this._decorations.update(call.streaming_cell_id, { streaming: true });
+    }
+    return restored;
+  }
+
   private _delete(found: IFoundCell): void {
     const shared = found.panel.content.model?.sharedModel;
     if (!shared) {
@@ -239,6 +321,7 @@ export class NotebookBridge extends Lifecycle {
       sessionContext: panel.sessionContext,
       isClosed: () => panel.isDisposed && this._index.panel(path) === null,
       expression: call.expression,
+      runId: call.run_id,
       onStarted: startedAt => {
         const progress: ICallProgress = {
           call_id: call.call_id,
@@ -330,7 +413,11 @@ export class NotebookBridge extends Lifecycle {
           maxAttempts: event.max_attempts
         });
         if (this._ownRuns.has(event.run_id)) {
-          this._decorations.recordAttempt(event.cell_id, event.attempt);
+          this._decorations.recordAttempt(
+            event.cell_id,
+            event.attempt,
+            event.max_attempts
+          );
         }
         break;
       case 'cell_updated': {
@@ -412,6 +499,10 @@ export class NotebookBridge extends Lifecycle {
   private readonly _answers = new Map<string, Private.IAnswer>();
   private readonly _progress = new Map<string, ICallProgress>();
   private readonly _ownRuns = new Set<string>();
+  /**
+   * The `restore_cells` answer of each run restored in this page.
+   */
+  private readonly _restoring = new Map<string, Promise<void>>();
 }
 
 /**
@@ -439,6 +530,12 @@ namespace Private {
    */
   export const MAX_ANSWERS = 500;
   export const ANSWER_TTL = 5 * 60 * 1000;
+
+  /**
+   * How long a call waits for its notebook to open in a page that has not
+   * opened it yet (ms): a reloaded page opens it again as it starts.
+   */
+  export const OPEN_WAIT = 30_000;
 
   /**
    * A call's answer, once for all its sends.

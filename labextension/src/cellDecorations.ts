@@ -95,6 +95,9 @@ export class CellDecorations {
         if (typeof hint['attempt'] === 'number') {
           saved.attempt = hint['attempt'];
         }
+        if (typeof hint['max_attempts'] === 'number') {
+          saved.maxAttempts = hint['max_attempts'];
+        }
         if (typeof hint['agent'] === 'string') {
           saved.agent = hint['agent'];
         }
@@ -108,10 +111,15 @@ export class CellDecorations {
   }
 
   /**
-   * Record a cell's attempt count in its `metadata.jupyter_ci` hint.
+   * Record a cell's attempt count and the run's limit in its
+   * `metadata.jupyter_ci` hint (the badge reads the same after a reload).
    */
-  recordAttempt(cellId: string, attempt: number): void {
-    this._record(cellId, hint => ({ ...hint, attempt }));
+  recordAttempt(cellId: string, attempt: number, maxAttempts: number): void {
+    this._record(cellId, hint => ({
+      ...hint,
+      attempt,
+      max_attempts: maxAttempts
+    }));
   }
 
   /**
@@ -169,6 +177,9 @@ export class CellDecorations {
     const state: ICellDecoration = {
       ...(typeof hint['attempt'] === 'number'
         ? { attempt: hint['attempt'] }
+        : {}),
+      ...(typeof hint['max_attempts'] === 'number'
+        ? { maxAttempts: hint['max_attempts'] }
         : {}),
       ...(this._states.get(model.id) ?? {}),
       stopped: false
@@ -237,10 +248,10 @@ class DecorationWidget extends Widget {
   }
 
   render(state: ICellDecoration): void {
-    this._attempt.textContent =
-      state.attempt !== undefined
-        ? `attempt ${state.attempt}${state.maxAttempts ? `/${state.maxAttempts}` : ''}`
-        : '';
+    this._attempt.textContent = Private.attemptWords(
+      state.attempt,
+      state.maxAttempts
+    );
     this._label.textContent = state.streaming
       ? 'jupyter-ci is writing…'
       : state.agent
@@ -269,6 +280,22 @@ class DecorationWidget extends Widget {
 }
 
 namespace Private {
+  /**
+   * The badge's words for a cell's try: "attempt 2/3" once it was fixed
+   * (with the run's limit where known), nothing for a first try (the
+   * run's status line says it while it runs), the same before and after a
+   * reload.
+   */
+  export function attemptWords(
+    attempt: number | undefined,
+    maxAttempts: number | undefined
+  ): string {
+    if (attempt === undefined || attempt <= 1) {
+      return '';
+    }
+    return `attempt ${attempt}${maxAttempts ? `/${maxAttempts}` : ''}`;
+  }
+
   const widgets = new WeakMap<Cell, DecorationWidget>();
 
   export function same(a: ICellDecoration, b: ICellDecoration): boolean {

@@ -217,6 +217,10 @@ export class CellReview extends Lifecycle {
       waiting.review.source === review.source &&
       waiting.review.reason === review.reason
     ) {
+      if (waiting.bars.length === 0) {
+        // The cell is here now (put back after a reload).
+        this._attachAll(waiting);
+      }
       return; // the same review: a token, a usage, ...
     }
     if (waiting) {
@@ -242,11 +246,18 @@ export class CellReview extends Lifecycle {
       notification: null
     };
     this._waiting.set(view.runId, waiting);
-    for (const cell of this._index.cellWidgets(path, review.cellId)) {
-      waiting.bars.push(this._attach(cell, waiting));
-    }
+    this._attachAll(waiting);
     if (!this._panelShowing(path)) {
       waiting.notification = this._notify(waiting);
+    }
+  }
+
+  private _attachAll(waiting: Private.IWaiting): void {
+    for (const cell of this._index.cellWidgets(
+      waiting.path,
+      waiting.review.cellId
+    )) {
+      waiting.bars.push(this._attach(cell, waiting));
     }
   }
 

@@ -2,7 +2,7 @@ import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 import { ISignal, Signal } from '@lumino/signaling';
 
-import { randomId } from './constants';
+import { TabIdentity } from './identity';
 import { Lifecycle } from './lifecycle';
 import { API_NAMESPACE } from './request';
 import type {
@@ -70,7 +70,8 @@ export class ConnectionLostError extends Error {
  * The tab's websocket to `<baseUrl>/jupyter-ci/ws`.
  *
  * Says hello first (and again after every reconnect, with the same client
- * id), reconnects with backoff when the socket drops, numbers requests and
+ * id: the tab's identity, which a reload keeps), reconnects with backoff
+ * when the socket drops, numbers requests and
  * resolves them with the server's reply, asks for the run events it missed
  * while away (`replay`), drops events it has already seen, and hands calls,
  * events and notices to listeners through signals. Requests made while the
@@ -80,16 +81,19 @@ export class ConnectionLostError extends Error {
 export class CIConnection extends Lifecycle {
   constructor(options: CIConnection.IOptions) {
     super();
-    this.clientId = options.clientId ?? randomId();
+    this._identity = options.identity ?? new TabIdentity();
     this._settings = options.settings ?? ServerConnection.makeSettings();
     this._notebookPaths = options.notebookPaths;
     this._maxBackoff = options.maxBackoff ?? 5000;
   }
 
   /**
-   * Who this tab is to the server: stable for the page's life.
+   * Who this tab is to the server: kept across reloads of the browser tab
+   * (a duplicated tab, or a tab whose id another page took, gets its own).
    */
-  readonly clientId: string;
+  get clientId(): string {
+    return this._identity.id;
+  }
 
   /**
    * The socket's state.
@@ -148,7 +152,7 @@ export class CIConnection extends Lifecycle {
       return;
     }
     this._started = true;
-    this._open();
+    void this._identity.take().then(() => this._open());
   }
 
   /**
@@ -212,6 +216,14 @@ export class CIConnection extends Lifecycle {
   }
 
   /**
+   * Whether the run is this client's but an earlier page of the tab started
+   * it (this page was reloaded meanwhile).
+   */
+  isAdopted(runId: string): boolean {
+    return this._adopted.has(runId);
+  }
+
+  /**
    * Follow a run's events across reconnects (the runs this tab starts, and
    * any it shows).
    */
@@ -262,7 +274,14 @@ export class CIConnection extends Lifecycle {
         this._receive(event.data);
       }
     };
-    socket.onclose = () => {
+    socket.onclose = (event: CloseEvent) => {
+      if (event.code === Private.CLOSE_POLICY) {
+        // The server ended it for what this page did (too slow to read its
+        // messages, too many hellos): reconnecting replays what was missed.
+        console.warn(
+          `jupyter-ci: the server closed the connection: ${event.reason}`
+        );
+      }
       if (socket === this._socket) {
         this._socket = null;
         this._ready = false;
@@ -290,18 +309,26 @@ export class CIConnection extends Lifecycle {
       request_id: `${this.clientId.slice(0, 8)}-hello-${++this._requests}`,
       client_id: this.clientId,
       protocol_version: 1,
-      notebook_paths: this._notebookPaths()
+      notebook_paths: this._notebookPaths(),
+      page_start: !this._welcomedOnce
     };
-    if (this._clientSecret) {
+    const secret = this._identity.secret;
+    if (secret) {
       // The server gave it at the first hello: only this tab can be this client id.
-      hello.client_secret = this._clientSecret;
+      hello.client_secret = secret;
     }
     const pending: Private.IPending = {
       message: hello,
       resolve: reply => this._welcomed(reply),
-      reject: () => {
-        // Refused or dropped: the socket closes and the next attempt retries.
-        this._socket?.close();
+      reject: (error: Error) => {
+        // Refused or dropped: the socket closes and the next attempt retries,
+        // as a new client if another page is this one.
+        const taken =
+          error instanceof RequestRefusedError &&
+          error.error.code === 'client_taken';
+        void (taken ? this._identity.renew() : Promise.resolve()).then(() =>
+          this._socket?.close()
+        );
       }
     };
     this._sendRequest(pending);
@@ -309,14 +336,23 @@ export class CIConnection extends Lifecycle {
 
   private _welcomed(reply: IRequestAccepted): void {
     if (reply.client_secret) {
-      this._clientSecret = reply.client_secret;
+      this._identity.secret = reply.client_secret;
     }
+    this._welcomedOnce = true;
     this._ready = true;
     this._attempt = 0;
     this._setRuns(reply.runs ?? []);
     this._setStatus('connected');
     for (const pending of this._queue.splice(0)) {
       this._sendRequest(pending);
+    }
+    // The runs this client owns that the page does not follow yet (it was
+    // reloaded): all their events, to show them where they are.
+    for (const run of reply.runs ?? []) {
+      if (run.owner === this.clientId && !this._seen.has(run.run_id)) {
+        this._adopted.add(run.run_id);
+        this.follow(run.run_id);
+      }
     }
     // Ask for what we missed while away; live events may overlap (deduped).
     for (const [runId, seen] of this._seen) {
@@ -440,7 +476,8 @@ export class CIConnection extends Lifecycle {
   private _status: ConnectionStatus = 'disconnected';
   private _started = false;
   private _ready = false;
-  private _clientSecret: string | null = null;
+  private _welcomedOnce = false;
+  private readonly _identity: TabIdentity;
   private _attempt = 0;
   private _retryTimer = 0;
   private _requests = 0;
@@ -448,6 +485,7 @@ export class CIConnection extends Lifecycle {
   private readonly _queue: Private.IPending[] = [];
   private readonly _sent = new Map<string, Private.IPending>();
   private readonly _seen = new Map<string, Private.ISeen>();
+  private readonly _adopted = new Set<string>();
   private readonly _statusChanged = new Signal<this, ConnectionStatus>(this);
   private readonly _calls = new Signal<this, Call>(this);
   private readonly _events = new Signal<this, RunEvent>(this);
@@ -465,9 +503,9 @@ export namespace CIConnection {
      */
     notebookPaths: () => string[];
     /**
-     * The tab's id; a fresh UUID by default.
+     * Who the tab is (kept across reloads of the browser tab by default).
      */
-    clientId?: string;
+    identity?: TabIdentity;
     /**
      * Server connection settings; the page's by default.
      */
@@ -484,6 +522,12 @@ namespace Private {
    * Runs whose events are remembered for deduplication and replay.
    */
   export const MAX_FOLLOWED = 100;
+
+  /**
+   * The close code of a connection the server ended for what the page did
+   * (`ws.py`, `CLOSE_POLICY`).
+   */
+  export const CLOSE_POLICY = 1008;
 
   export interface IPending {
     message: ClientRequest;

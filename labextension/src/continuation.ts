@@ -19,6 +19,10 @@ import { StatusOutputs } from './statusOutput';
 export interface IClaim {
   path: string;
   cellId: string;
+  /**
+   * The msg_id of the `%%ci` cell's execute request ('' when not known).
+   */
+  requestId: string;
   done: () => Promise<void>;
   aborted: () => Promise<string[]>;
 }

@@ -7,7 +7,8 @@ import type { JSONObject } from '@lumino/coreutils';
 import {
   CELL_METADATA_KEY as METADATA_KEY,
   REPLY_GRACE_SECONDS,
-  RESUME_METADATA_KEY
+  RESUME_METADATA_KEY,
+  RUN_METADATA_KEY
 } from './protocol';
 import type { ReplyStatus } from './protocol';
 
@@ -77,6 +78,11 @@ export interface IExecuteOptions {
    * expression of the same request (the server's files snapshot).
    */
   expression?: string;
+  /**
+   * The run whose cell this is (named in the request's metadata: `%%ci`
+   * never starts a run from it).
+   */
+  runId: string;
 }
 
 /**
@@ -92,7 +98,8 @@ export interface IExecuteOptions {
 export async function executeCell(
   options: IExecuteOptions
 ): Promise<IExecution> {
-  const { cell, sessionContext, onStarted, isClosed, expression } = options;
+  const { cell, sessionContext, onStarted, isClosed, expression, runId } =
+    options;
   const kernel = sessionContext.session?.kernel ?? null;
   if (!kernel) {
     throw new CallError(
@@ -125,7 +132,7 @@ export async function executeCell(
       user_expressions: expression ? { value: expression } : {}
     },
     false,
-    Private.requestMetadata(cell)
+    Private.requestMetadata(cell, runId)
   );
   let startedAt: number | null = null;
   // An interrupt that lands in the kernel's request handler, outside the
@@ -237,14 +244,15 @@ namespace Private {
   /**
    * The execute request's metadata, as `CodeCell.execute` builds it (the
    * cell's metadata and its id), without a `%%ci` stamp: jupyter-ci's own
-   * executions never hand off, and the kernel never holds them back as part
-   * of a handed-off batch.
+   * executions never hand off, the kernel never holds them back as part of a
+   * handed-off batch, and they name their run (`%%ci` starts no run in them).
    */
-  export function requestMetadata(cell: CodeCell): JSONObject {
+  export function requestMetadata(cell: CodeCell, runId: string): JSONObject {
     const metadata: JSONObject = {
       ...cell.model.metadata,
       cellId: cell.model.sharedModel.getId(),
-      [RESUME_METADATA_KEY]: true
+      [RESUME_METADATA_KEY]: true,
+      [RUN_METADATA_KEY]: runId
     };
     const own = metadata[METADATA_KEY];
     if (own && typeof own === 'object' && !Array.isArray(own)) {

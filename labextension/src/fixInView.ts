@@ -4,7 +4,7 @@ import type { Notebook } from '@jupyterlab/notebook';
 import { CIConnection } from './connection';
 import { Lifecycle } from './lifecycle';
 import { NotebookIndex } from './notebooks';
-import type { RunEvent } from './protocol';
+import { RATE_LIMITED_REASON, type RunEvent } from './protocol';
 import { RunTracker } from './runs';
 
 /**
@@ -38,7 +38,11 @@ export class FixInView extends Lifecycle {
       return;
     }
     let cellId: string | null = null;
-    if (event.type === 'state' && event.state === 'fixing') {
+    if (
+      event.type === 'state' &&
+      event.state === 'fixing' &&
+      event.reason !== RATE_LIMITED_REASON
+    ) {
       cellId = view.attempt?.cellId ?? null;
     } else if (event.type === 'cell_updated' && event.cause === 'fix') {
       cellId = event.cell_id;

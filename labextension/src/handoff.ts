@@ -253,6 +253,7 @@ export class HandoffController extends Lifecycle {
       request = {
         path: panel.context.path,
         cellId: handoff.cell_id,
+        requestId: seen.requestId,
         done: () => watcher.executionDone(seen.requestId),
         aborted: () => watcher.abortedAfter(seen.requestId)
       };
@@ -270,6 +271,7 @@ export class HandoffController extends Lifecycle {
       request = {
         path: panel.context.path,
         cellId: handoff.cell_id,
+        requestId: seen.requestId,
         done: () => this._serverExecuted(notebook, handoff.cell_id),
         aborted: () => this._schedule.failedAfter(notebook, handoff.cell_id)
       };
@@ -313,6 +315,7 @@ export class HandoffController extends Lifecycle {
       options: handoff.options,
       anchor_cell_id: cellId,
       handoff_nonce: handoff.nonce,
+      handoff_request_id: claim.requestId || null,
       origin: 'magic',
       regenerate: handoff.regenerate,
       session_options: handoff.session_options,

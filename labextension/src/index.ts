@@ -23,6 +23,7 @@ import { FixInView } from './fixInView';
 import { HandoffController } from './handoff';
 import { handoffRendererFactory } from './handoffRenderer';
 import { jupyterCIIcon } from './icons';
+import { plainTextCICells } from './ciCellMode';
 import { NotebookIndex, watchPanels } from './notebooks';
 import { CellPlacement } from './placement';
 import { addRunIndicator } from './runIndicator';
@@ -151,6 +152,7 @@ const notebookPlugin: JupyterFrontEndPlugin<void> = {
     watchPanels(index.tracker, panel => {
       addRunIndicator(panel, runs);
       Private.badgeGeneratedCells(panel, decorations);
+      plainTextCICells(panel);
     });
 
     addAskCommand(app.commands, {

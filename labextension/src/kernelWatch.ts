@@ -56,7 +56,11 @@ export interface IReplySeen {
  *
  * A handoff is claimed only from here, where the message's parent session is
  * known, never from a renderer: renderers run again whenever a notebook is
- * reopened.
+ * reopened. A handoff is seen at most once per execute request, and only
+ * while the kernel executes that request (between its `busy` and `idle`
+ * statuses, which the output channel delivers in order with the display):
+ * code run later (a generated cell that found the `%%ci` request's header)
+ * cannot hand off in that request's name.
  */
 export class KernelWatcher extends Lifecycle {
   constructor(sessionContext: ISessionContext) {
@@ -171,6 +175,7 @@ export class KernelWatcher extends Lifecycle {
       this.unlisten(this._kernel.iopubMessage, this._onIOPub);
     }
     this._kernel = kernel;
+    this._executing.clear();
     if (kernel) {
       this.listen(kernel.anyMessage, this._onAnyMessage);
       this.listen(kernel.iopubMessage, this._onIOPub);
@@ -223,14 +228,19 @@ export class KernelWatcher extends Lifecycle {
     msg: KernelMessage.IIOPubMessage
   ): void => {
     const parent = msg.parent_header as Partial<KernelMessage.IHeader>;
-    if (
-      KernelMessage.isStatusMsg(msg) &&
-      msg.content.execution_state === 'idle'
-    ) {
-      const record = this._log.get(parent.msg_id ?? '');
-      if (record) {
-        record.idle = true;
-        this._conditions.check();
+    if (KernelMessage.isStatusMsg(msg)) {
+      const state = msg.content.execution_state;
+      if (state === 'busy' && parent.msg_id) {
+        this._executing.add(parent.msg_id);
+        // An idle lost with a restarted kernel leaves its request here.
+        Private.trimSet(this._executing, Private.MAX_EXECUTING);
+      } else if (state === 'idle') {
+        this._executing.delete(parent.msg_id ?? '');
+        const record = this._log.get(parent.msg_id ?? '');
+        if (record) {
+          record.idle = true;
+          this._conditions.check();
+        }
       }
       return;
     }
@@ -239,6 +249,19 @@ export class KernelWatcher extends Lifecycle {
       HANDOFF_MIME in msg.content.data &&
       parent.msg_id
     ) {
+      if (
+        !this._executing.has(parent.msg_id) ||
+        this._handedOff.has(parent.msg_id)
+      ) {
+        // Not while the kernel executes that request, or not its first:
+        // forged in its name by other code (ARCHITECTURE.md, Invariants).
+        console.warn(
+          `jupyter-ci: a handoff under request ${parent.msg_id} was ignored (that request is not executing, or handed off already)`
+        );
+        return;
+      }
+      this._handedOff.add(parent.msg_id);
+      Private.trimSet(this._handedOff, Private.MAX_REQUESTS);
       this._handoffSeen.emit({
         kernel,
         payload: msg.content.data[HANDOFF_MIME],
@@ -264,6 +287,14 @@ export class KernelWatcher extends Lifecycle {
   private readonly _sessionContext: ISessionContext;
   private _kernel: Kernel.IKernelConnection | null = null;
   private readonly _log = new Map<string, Private.IRequestRecord>();
+  /**
+   * Requests the kernel is executing now (seen `busy`, not yet `idle`).
+   */
+  private readonly _executing = new Set<string>();
+  /**
+   * Requests whose handoff was seen (each hands off once).
+   */
+  private readonly _handedOff = new Set<string>();
   private _clock = 0;
   private readonly _conditions = new Conditions();
   private readonly _handoffSeen = new Signal<this, IHandoffSeen>(this);
@@ -274,6 +305,23 @@ namespace Private {
    * Execute requests remembered per kernel connection.
    */
   export const MAX_REQUESTS = 2000;
+
+  /**
+   * Requests remembered as executing (a kernel executes one at a time).
+   */
+  export const MAX_EXECUTING = 64;
+
+  /**
+   * Forget the oldest entries of a set beyond `max`.
+   */
+  export function trimSet(set: Set<string>, max: number): void {
+    for (const oldest of set) {
+      if (set.size <= max) {
+        return;
+      }
+      set.delete(oldest);
+    }
+  }
 
   export interface IRequestRecord {
     /**

@@ -3,6 +3,7 @@ import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { DisposableDelegate, IDisposable } from '@lumino/disposable';
 import { ISignal, Signal } from '@lumino/signaling';
 
+import { Conditions } from './conditions';
 import { Lifecycle } from './lifecycle';
 
 /**
@@ -98,6 +99,47 @@ export class NotebookIndex extends Lifecycle {
    */
   panel(path: string): NotebookPanel | null {
     return this.panels(path)[0] ?? null;
+  }
+
+  /**
+   * Whether the notebook at `path` may open soon: it was never open in this
+   * page (a reloaded page opens its notebooks again as it starts), or a view
+   * of it is loading.
+   */
+  isOpening(path: string): boolean {
+    return (
+      !this.wasOpen(path) ||
+      this._tracker.find(
+        panel =>
+          !panel.isDisposed &&
+          panel.context.path === path &&
+          !panel.context.isReady
+      ) !== undefined
+    );
+  }
+
+  /**
+   * A view of the notebook at `path` once it is open and its kernel session
+   * ready (a reloaded page opens its notebooks again as it starts); null if
+   * it is not open within `timeout` ms.
+   */
+  async whenOpen(path: string, timeout: number): Promise<NotebookPanel | null> {
+    let panel = this.panel(path);
+    if (!panel) {
+      const conditions = new Conditions();
+      const check = (): void => conditions.check();
+      this._pathsChanged.connect(check);
+      try {
+        await conditions.until(() => this.panel(path) !== null, timeout);
+      } finally {
+        this._pathsChanged.disconnect(check);
+      }
+      panel = this.panel(path);
+    }
+    if (panel) {
+      await panel.sessionContext.ready;
+    }
+    return panel && !panel.isDisposed ? panel : null;
   }
 
   /**

@@ -129,11 +129,23 @@ export type HeldBackErrorName = 'JupyterCIHeldBack';
 export type ResumeMetadataKey = 'jupyter_ci_resume';
 
 /**
+ * Request metadata naming the run whose cell the request executes (its run_id):
+ * %%ci never starts a run from such a cell (generated code cannot start runs).
+ */
+export type RunMetadataKey = 'jupyter_ci_run';
+
+/**
  * jupyter-ci's key in cell metadata: the stamp of a %%ci cell ({client}) or the
  * hint on a generated cell ({run_id, ...}; agent: the outside agent that added
  * it, an MCP client's name).
  */
 export type CellMetadataKey = 'jupyter_ci';
+
+/**
+ * The reason of a state event sent when the model starts or ends waiting out a
+ * rate limit: the state is unchanged, only its status line (text) changes.
+ */
+export type RateLimitedReason = 'rate_limited';
 
 /**
  * How long a frontend or workspace waits for an execute_reply once the kernel
@@ -244,10 +256,14 @@ export interface IEventBase {
 }
 
 /**
- * The run moved to another state; text is its status line, composed by the
- * server (the browser displays it). For awaiting_approval, reason says what is
- * asked: '' (a cell to run) or missing_package (a %pip install cell: Install
- * and continue).
+ * The run moved to another state, or its status line changed within one; text
+ * is its status line, composed by the server (the browser displays it). For
+ * awaiting_approval, reason says what is asked: '' (a cell to run) or
+ * missing_package (a %pip install cell: Install and continue). reason
+ * rate_limited (RateLimitedReason): the state is unchanged, only its line: the
+ * model waits out a rate limit before retrying (text: 'jupyter-ci: rate limited
+ * — retrying in 6 s (1/2)'), or that wait is over (text: the state's own line
+ * again).
  */
 export interface IStateEvent extends IEventBase {
   type: 'state';
@@ -441,6 +457,28 @@ export interface IReadCellsCall extends ICallBase {
   method: 'read_cells';
 }
 
+/**
+ * After a reload: the run's cells as the run wrote them, in the order it
+ * inserted them. The tab inserts each one its notebook lacks (after after_id,
+ * else after the one before it) with that source and metadata, and gives
+ * streaming_cell_id (the cell being written, which the user cannot edit) that
+ * source. Calls of the run wait until this one is answered.
+ */
+export interface IRestoreCellsCall extends ICallBase {
+  method: 'restore_cells';
+  cells: {
+    cell_id: string;
+    after_id: string | null;
+    source: string;
+    metadata: Record<string, unknown>;
+    /**
+     * The cell's type when not code (an outside agent's markdown or raw cell).
+     */
+    cell_type?: 'markdown' | 'raw';
+  }[];
+  streaming_cell_id: string | null;
+}
+
 export interface IInsertCellCall extends ICallBase {
   method: 'insert_cell';
   after_id: string | null;
@@ -541,12 +579,13 @@ export type Call =
   | IEvaluateCall
   | IInterruptCall
   | IRunOptionsCall
-  | ISaveCall;
+  | ISaveCall
+  | IRestoreCellsCall;
 
 /**
  * The browser's successful reply to a call. Which fields are set depends on the
  * method: read_cells → cells; insert_cell → cell_id; run_cell → execution
- * fields; evaluate → text.
+ * fields; evaluate → text; restore_cells → restored.
  */
 export interface ICallResult {
   call_id: string;
@@ -573,6 +612,11 @@ export interface ICallResult {
    * Whether the browser cut outputs to fit the message size cap.
    */
   truncated?: boolean;
+  /**
+   * restore_cells: the ids of the cells the notebook lacked and the tab put
+   * back.
+   */
+  restored?: string[];
   /**
    * evaluate: the expression's text/plain value ('' when it raised). run_cell:
    * the value of the call's expression; absent when the kernel did not evaluate
@@ -658,6 +702,11 @@ export interface IStartRunRequest extends IRunRequestBase {
    */
   prompt: string;
   handoff_nonce: string | null;
+  /**
+   * A claimed %%ci handoff: the msg_id of the %%ci cell's execute request. The
+   * server accepts one handoff per request of a kernel.
+   */
+  handoff_request_id?: string | null;
   /**
    * panel (refused while the kernel is busy) or magic (queued in order).
    */
@@ -793,6 +842,13 @@ export interface IHelloRequest {
    * first time).
    */
   client_secret?: string;
+  /**
+   * The first hello of a page: a tab that kept its client_id across a reload
+   * holds none of its runs' cells nor answers; the server first has it restore
+   * each run's cells (restore_cells), and does not send again a run_cell the
+   * previous page may have run.
+   */
+  page_start?: boolean;
 }
 
 /**
@@ -857,6 +913,11 @@ export interface IPreview {
   messages: {
     role: string;
     content: string;
+    /**
+     * The message's share of prompt_tokens (an estimate where the model's
+     * tokenizer is not at hand). An integer, at least 0.
+     */
+    tokens: number;
   }[];
   /**
    * An integer, at least 0.
@@ -1008,7 +1069,9 @@ export interface IProtocolDefinitions {
   HandoffErrorName: HandoffErrorName;
   HeldBackErrorName: HeldBackErrorName;
   ResumeMetadataKey: ResumeMetadataKey;
+  RunMetadataKey: RunMetadataKey;
   CellMetadataKey: CellMetadataKey;
+  RateLimitedReason: RateLimitedReason;
   ReplyGraceSeconds: ReplyGraceSeconds;
   ErrorInfo: IErrorInfo;
   Usage: IUsage;
@@ -1033,6 +1096,7 @@ export interface IProtocolDefinitions {
   RunEvent: RunEvent;
   CallBase: ICallBase;
   ReadCellsCall: IReadCellsCall;
+  RestoreCellsCall: IRestoreCellsCall;
   InsertCellCall: IInsertCellCall;
   AppendSourceCall: IAppendSourceCall;
   ReplaceSourceCall: IReplaceSourceCall;
@@ -1227,11 +1291,23 @@ export const HELD_BACK_ERROR_NAME: HeldBackErrorName = 'JupyterCIHeldBack';
 export const RESUME_METADATA_KEY: ResumeMetadataKey = 'jupyter_ci_resume';
 
 /**
+ * Request metadata naming the run whose cell the request executes (its run_id):
+ * %%ci never starts a run from such a cell (generated code cannot start runs).
+ */
+export const RUN_METADATA_KEY: RunMetadataKey = 'jupyter_ci_run';
+
+/**
  * jupyter-ci's key in cell metadata: the stamp of a %%ci cell ({client}) or the
  * hint on a generated cell ({run_id, ...}; agent: the outside agent that added
  * it, an MCP client's name).
  */
 export const CELL_METADATA_KEY: CellMetadataKey = 'jupyter_ci';
+
+/**
+ * The reason of a state event sent when the model starts or ends waiting out a
+ * rate limit: the state is unchanged, only its status line (text) changes.
+ */
+export const RATE_LIMITED_REASON: RateLimitedReason = 'rate_limited';
 
 /**
  * How long a frontend or workspace waits for an execute_reply once the kernel

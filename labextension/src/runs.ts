@@ -152,6 +152,17 @@ export class RunTracker extends Lifecycle {
   }
 
   /**
+   * Say again that a run's view changed (what it names in the notebook, a
+   * cell put back after a reload, is there now).
+   */
+  touch(runId: string): void {
+    const view = this._views.get(runId);
+    if (view) {
+      this._changed.emit(view);
+    }
+  }
+
+  /**
    * Resolves with the run's view once it has finished (its `finished` event
    * arrived, live or replayed after a reconnect).
    */

@@ -163,7 +163,7 @@ export class StatusOutputs extends Lifecycle {
   };
 
   private readonly _onRun = (_sender: RunTracker, view: IRunView): void => {
-    const followed = this._followed.get(view.runId);
+    const followed = this._followed.get(view.runId) ?? this._adopt(view);
     if (!followed) {
       return;
     }
@@ -182,8 +182,38 @@ export class StatusOutputs extends Lifecycle {
     }
   };
 
+  /**
+   * Follow a run an earlier page of this tab claimed for a `%%ci` cell (this
+   * page was reloaded): its cell shows the run again once it is here.
+   */
+  private _adopt(
+    view: IRunView
+  ): { cellId: string; base: IStatusData } | undefined {
+    const cellId = view.anchorCellId;
+    if (
+      !cellId ||
+      view.finished ||
+      this._adopted.has(view.runId) ||
+      !this._runs.connection.isAdopted(view.runId)
+    ) {
+      return undefined;
+    }
+    const found = this._index.findCellAnywhere(cellId);
+    if (!found || !isCICell(found.model.sharedModel.getSource())) {
+      return undefined;
+    }
+    this._adopted.add(view.runId);
+    const followed = {
+      cellId,
+      base: makeStatus({ run_id: view.runId, state: view.state })
+    };
+    this._followed.set(view.runId, followed);
+    return followed;
+  }
+
   private readonly _index: NotebookIndex;
   private readonly _runs: RunTracker;
+  private readonly _adopted = new Set<string>();
   private readonly _written = new Map<string, IStatusData>();
   /**
    * The answer under each `%%ci` cell, with the run it came from.

@@ -21,8 +21,12 @@ export function WordButton(props: {
   testid?: string;
   disabled: boolean;
   onClick: () => void;
+  /**
+   * Whether a change of its word is announced (Copy saying "Copied").
+   */
+  live?: boolean;
 }): React.ReactElement {
-  const { word, className, minimal, testid, disabled, onClick } = props;
+  const { word, className, minimal, testid, disabled, onClick, live } = props;
   return (
     <Button
       type="button"
@@ -32,6 +36,7 @@ export function WordButton(props: {
       data-testid={testid}
       title={word.description}
       aria-label={word.description}
+      aria-live={live ? 'polite' : undefined}
       disabled={disabled}
       onClick={onClick}
     >

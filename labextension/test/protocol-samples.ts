@@ -93,6 +93,8 @@ export const VALID: ISample[] = [
   valid('HandoffErrorName', 'JupyterCIHandoff'),
   valid('HeldBackErrorName', 'JupyterCIHeldBack'),
   valid('ResumeMetadataKey', 'jupyter_ci_resume'),
+  valid('RateLimitedReason', 'rate_limited'),
+  valid('RunMetadataKey', 'jupyter_ci_run'),
   valid('CellMetadataKey', 'jupyter_ci'),
   valid('ReplyGraceSeconds', 3),
   valid('ErrorInfo', { code: 'kernel_dead', message: 'The kernel died.' }),
@@ -253,6 +255,15 @@ export const VALID: ISample[] = [
     source: 'print(2)',
     undoable: true
   }),
+  valid('Call', {
+    ...call,
+    method: 'restore_cells',
+    cells: [
+      { cell_id: 'c2', after_id: 'c1', source: 'x = 1', metadata: {} },
+      { cell_id: 'c3', after_id: 'c2', source: 'print(x)', metadata: {} }
+    ],
+    streaming_cell_id: 'c3'
+  }),
 
   // CallReply: both members, and a progress note.
   valid('CallReply', {
@@ -353,7 +364,7 @@ export const VALID: ISample[] = [
   valid('RequestAccepted', { reply_to: 'q6', ok: true, expected: true }),
   valid('Preview', {
     model: 'openai/scripted',
-    messages: [{ role: 'system', content: 'You are jupyter-ci' }],
+    messages: [{ role: 'system', content: 'You are jupyter-ci', tokens: 5 }],
     prompt_tokens: 5,
     context_tokens: 8000
   }),

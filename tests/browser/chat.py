@@ -125,15 +125,16 @@ def messages(page: Any, role: str) -> list[str]:
     return found
 
 
-#: JavaScript: the generated cells each run block lists (see :func:`run_cells`).
+#: JavaScript: the generated cells each run block lists (see :func:`run_cells`). The buttons are
+#: found by test id: Copy's name says "Copied" for a moment after a click.
 _RUN_CELLS = """([sel, insert, copy]) => Array.from(document.querySelectorAll(sel)).map(run =>
   Array.from(run.querySelectorAll('[data-testid="jupyter-ci-run-cell"]')).map(cell => ({
     cell_id: cell.dataset.cellId || null,
     writing: cell.dataset.writing === 'true',
     rendered: cell.querySelector('.jp-jupyter-ci-markdown')?.dataset.rendered === 'true',
     code: (cell.querySelector('pre')?.textContent ?? '').replace(/\\n$/, ''),
-    insert_disabled: cell.querySelector(`button[aria-label="${insert}"]`).disabled,
-    copy_disabled: cell.querySelector(`button[aria-label="${copy}"]`).disabled
+    insert_disabled: cell.querySelector(`button[data-testid="${insert}"]`).disabled,
+    copy_disabled: cell.querySelector(`button[data-testid="${copy}"]`).disabled
   })))"""
 
 
@@ -142,7 +143,7 @@ def run_cells(page: Any, index: int = -1) -> list[dict[str, Any]]:
     rendered), whether it is still being written, and whether its Insert below and Copy buttons
     are disabled."""
     found: list[list[dict[str, Any]]] = page.evaluate(
-        _RUN_CELLS, [by_testid("jupyter-ci-run"), INSERT, COPY]
+        _RUN_CELLS, [by_testid("jupyter-ci-run"), INSERT_ID, COPY_ID]
     )
     return found[index] if found else []
 
@@ -150,15 +151,18 @@ def run_cells(page: Any, index: int = -1) -> list[dict[str, Any]]:
 #: The accessible names of the buttons over code in the panel (messages' code blocks, cells).
 INSERT = "Insert this code as a new cell below"
 COPY = "Copy this code to the clipboard"
+#: Their test ids (Copy's name changes to "Copied to the clipboard" for a moment after a click).
+INSERT_ID = "jupyter-ci-insert-code"
+COPY_ID = "jupyter-ci-copy-code"
 
 #: JavaScript: every code block of the panel with Insert below and Copy buttons; each Copy that
 #: is enabled is clicked and the clipboard read back (at once: the panel re-renders as a run
 #: streams, so a button found now may be gone a moment later).
 _COPY_ALL = """async ([sel, insert, copy]) => {
   const found = [];
-  for (const button of document.querySelectorAll(`${sel} button[aria-label="${copy}"]`)) {
+  for (const button of document.querySelectorAll(`${sel} button[data-testid="${copy}"]`)) {
     const bar = button.parentElement;
-    const other = bar.querySelector(`button[aria-label="${insert}"]`);
+    const other = bar.querySelector(`button[data-testid="${insert}"]`);
     const block = { copy_disabled: button.disabled, insert_disabled: !other || other.disabled };
     if (!button.disabled) {
       await navigator.clipboard.writeText('');
@@ -174,7 +178,7 @@ _COPY_ALL = """async ([sel, insert, copy]) => {
 def copy_every_code_block(page: Any) -> list[dict[str, Any]]:
     """What each code block's Copy gives now (``copied``, when enabled), with whether its
     Insert below and Copy buttons are disabled. Needs clipboard permissions."""
-    found: list[dict[str, Any]] = page.evaluate(_COPY_ALL, [PANEL, INSERT, COPY])
+    found: list[dict[str, Any]] = page.evaluate(_COPY_ALL, [PANEL, INSERT_ID, COPY_ID])
     return found
 
 

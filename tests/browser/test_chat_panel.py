@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from jupyter_ci.errors import LAB_SETUP_COMMAND, LOCAL_LAB_SETUP_COMMAND
 from jupyter_ci.testing import Reply, ScriptedModelServer
 
 from .chat import (
@@ -232,10 +233,9 @@ def test_review_mode_run_edit_and_reject(
         ask(page, "two cells, reviewed")
         review = page.locator(by_testid("jupyter-ci-review"))
         review.wait_for(timeout=60_000)
-        assert (
-            "+r1 = 'first'"
-            in review.locator(by_testid("jupyter-ci-diff")[len(PANEL) + 1 :]).inner_text()
-        )
+        # A new cell shows as its code (not as an all-"+" diff).
+        shown = review.locator(by_testid("jupyter-ci-diff")[len(PANEL) + 1 :]).inner_text()
+        assert shown.splitlines() == ["r1 = 'first'", "print(r1)"]
         # Waiting: the proposed cell is in the notebook but has not run.
         first = cells(page, path)[1]
         assert first["source"] == "r1 = 'first'\nprint(r1)"
@@ -677,8 +677,13 @@ def test_setup_card_when_no_model_is_configured(chromium: Any, bare_lab: Lab) ->
         wait_until(ollama_offered, 60, "the local Ollama offered")
         text = card.inner_text()
         assert "c.JupyterCI.model" in text
-        assert "JUPYTER_CI_MODEL" in text
         assert "JUPYTER_CI_API_KEY" in text
+        # The command lines the server's tests follow word for word (tests/lab/test_hints_*).
+        command = page.locator(by_testid("jupyter-ci-setup-command")).inner_text()
+        assert command == LAB_SETUP_COMMAND
+        local = page.locator(by_testid("jupyter-ci-setup-local")).inner_text()
+        assert local == LOCAL_LAB_SETUP_COMMAND
+        assert "does not reach the server" in text
         assert 'c.JupyterCI.model = "ollama/qwen2.5-coder:1.5b"' in text
         assert "no model configured" in page.locator(by_testid("jupyter-ci-status")).inner_text()
         box = page.locator(by_testid("jupyter-ci-input"))
@@ -688,6 +693,31 @@ def test_setup_card_when_no_model_is_configured(chromium: Any, bare_lab: Lab) ->
         assert errors == []
     finally:
         context.close()
+
+
+def test_a_configured_model_without_a_provider_says_what_to_write(
+    chromium: Any, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    with start_lab(
+        tmp_path_factory.mktemp("no-provider-lab"),
+        args=["--LabApp.expose_app_in_browser=True"],
+        env={"JUPYTER_CI_MODEL": "gpt4o-mini", "JUPYTER_CI_OLLAMA_URL": "http://127.0.0.1:9"},
+    ) as lab:
+        context = chromium.new_context(viewport={"width": 1400, "height": 900})
+        try:
+            page = context.new_page()
+            open_lab_app(page, lab)
+            open_notebook(page, write_notebook(lab, ["s = 1"]))
+            open_chat(page)
+            card = page.locator(by_testid("jupyter-ci-setup"))
+            card.wait_for(timeout=30_000)
+            assert "The configured model cannot be used" in card.inner_text()
+            problem = page.locator(by_testid("jupyter-ci-config-problem")).inner_text()
+            assert "'gpt4o-mini' does not name a provider litellm knows" in problem
+            assert "Use provider/model, e.g. openai/gpt-4o-mini." in problem
+            assert page.locator(by_testid("jupyter-ci-input")).is_disabled()
+        finally:
+            context.close()
 
 
 def test_fix_with_jupyter_ci_from_the_toolbar_of_a_failed_cell(
@@ -780,7 +810,7 @@ def test_a_failing_cell_shows_error_fixing_attempt_steps_and_a_fix_diff_in_revie
     shown = steps(page)
     assert "Error" in shown, shown
     assert "Error → fixing, attempt 2/3" in shown, shown
-    assert "Fix written (attempt 2)" in shown, shown
+    assert "Fix written, attempt 2/3" in shown, shown
     assert "Ran, attempt 2/3" in shown, shown
     assert "now defined" in text_of(cells(page, path)[1]["outputs"])
     assert messages(page, "assistant")[-1] == "Fixed it."

@@ -46,26 +46,15 @@ THEMES = {"light": "JupyterLab Light", "dark": "JupyterLab Dark"}
 
 
 def frame_for_screenshots(page: Any, path: str) -> None:
-    """Lay the page out for the README's pictures: the panel a little wider than its default
-    (dragged, as a user does), the page tall enough for the whole conversation, and the
-    notebook's first cell selected (no cell toolbar over the run)."""
-    handles = "#jp-main-split-panel > .lm-SplitPanel-handle:not(.lm-mod-hidden)"
-    handle = page.locator(handles).last
-    box = handle.bounding_box()
-    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + 200)
-    page.mouse.down()
-    width = page.locator(PANEL).bounding_box()["width"]
-    page.mouse.move(box["x"] - 120, box["y"] + 200, steps=5)
-    page.mouse.up()
-    wait_until(
-        lambda: page.locator(PANEL).bounding_box()["width"] > width + 100, 10, "a wider panel"
-    )
-    frames(page)  # the panel lays out its content again
+    """Lay the page out for the README's pictures: the panel at its default width (as a user
+    first sees it), the page tall enough for the whole conversation, and the notebook's first
+    cell selected (no cell toolbar over the run)."""
     page.evaluate(
         "(path) => { const p = Array.from(window.jupyterapp.shell.widgets('main'))"
         ".find(w => w.context && w.context.path === path); p.content.activeCellIndex = 0; }",
         path,
     )
+    frames(page)
     hidden = page.evaluate(
         "(sel) => { const e = document.querySelector(sel);"
         " return e.scrollHeight - e.clientHeight; }",

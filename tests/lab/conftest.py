@@ -98,7 +98,7 @@ def tab_factory(
     def make(**kwargs: Any) -> ScriptedTab:
         tab = _ReadyTab(
             app,
-            f"http://localhost:{jp_http_port}{jp_base_url}",
+            f"http://127.0.0.1:{jp_http_port}{jp_base_url}",
             jp_serverapp.identity_provider.token,
             kernel_client_for=connect,
             **kwargs,

@@ -14,9 +14,11 @@ import json
 import uuid
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from jupyter_ci.server import hub
 from jupyter_ci.server.app import JupyterCIServer
 
 #: The request kinds the protocol knows, and a few it does not.
@@ -106,9 +108,14 @@ class Collecting:
 
     def __init__(self) -> None:
         self.sent: list[dict[str, Any]] = []
+        self.user = f"user-{uuid.uuid4().hex}"
+        self.closed: str | None = None
 
     def send(self, message: dict[str, Any]) -> None:
         self.sent.append(message)
+
+    def close(self, reason: str) -> None:
+        self.closed = reason
 
 
 def _request_id(raw: str | bytes) -> str | None:
@@ -129,8 +136,15 @@ def _request_id(raw: str | bytes) -> str | None:
 )
 @given(raw=raw_messages, greet=st.booleans())
 def test_every_message_is_answered_and_none_breaks_the_dispatcher(
-    app: JupyterCIServer, jp_asyncio_loop: asyncio.AbstractEventLoop, raw: str | bytes, greet: bool
+    app: JupyterCIServer,
+    jp_asyncio_loop: asyncio.AbstractEventLoop,
+    monkeypatch: pytest.MonkeyPatch,
+    raw: str | bytes,
+    greet: bool,
 ) -> None:
+    # Each example is a new tab of a new user: thousands in a minute (the limit is tested in
+    # test_attacks.py).
+    monkeypatch.setattr(hub, "NEW_CLIENTS_PER_MINUTE_ALL", 10**9)
     jp_asyncio_loop.run_until_complete(app.ensure_started())
     dispatcher = app.dispatcher
     connection = Collecting()

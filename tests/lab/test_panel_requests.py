@@ -68,6 +68,9 @@ async def test_a_preview_shows_what_would_be_sent_without_sending_it(
     assert "../outside.csv could not be read" in request
     assert request.rstrip().endswith("what is the mean fare?")
     assert preview["prompt_tokens"] > 50
+    # Each message's share of the count, as the panel shows it.
+    assert all(m["tokens"] > 0 for m in preview["messages"])
+    assert sum(m["tokens"] for m in preview["messages"]) == preview["prompt_tokens"]
     assert model_server.chat_requests == []  # nothing went to the model
     # The run of the same request sends exactly what the preview showed.
     model_server.set_script([Reply.text("About 34.65.")])
@@ -307,14 +310,91 @@ async def test_the_export_holds_each_request_its_final_code_outputs_and_answer(
             break
         await asyncio.sleep(0.05)
         text = await exported()
-    request_at = text.index("**You:**\n\nadd two and three")
-    code_at = text.index("```python\ntotal = 2 + 3\nprint(total)\n```")
-    output_at = text.index("Output:\n\n```text\n")
-    answer_at = text.index("**jupyter-ci:**\n\nThe total is 5.")
-    assert request_at < code_at < output_at < answer_at
-    assert "[stdout] 5" in text[output_at:answer_at]
-    assert f"_{end['text']}_" in text  # the status line, as the loop composed it
-    assert "undefined_name" not in text  # the final code only, not the failed attempt
+    # As it happened: the request, the cell as written and its error, the fix and its output,
+    # then the answer and the status line.
+    order = [
+        "**You:**\n\nadd two and three",
+        "_jupyter-ci wrote a cell (step 1):_\n\n```python\ntotal = 2 + undefined_name\n```",
+        "Output (error):\n\n```text\n",
+        "_jupyter-ci fixed the cell (attempt 2):_\n\n```python\ntotal = 2 + 3\nprint(total)\n```",
+        "Output:\n\n```text\n",
+        "**jupyter-ci:**\n\nThe total is 5.",
+        f"_{end['text']}_",  # the status line, as the loop composed it
+    ]
+    assert all(part in text for part in order), text
+    at = [text.index(part) for part in order]
+    assert at == sorted(at), text
+    assert "NameError" in text[at[2] : at[3]]
+    assert "[stdout] 5" in text[at[4] : at[5]]
+
+
+async def test_the_export_tells_a_review_as_it_happened(
+    app: JupyterCIServer,
+    model_server: ScriptedModelServer,
+    start_kernel: KernelStarter,
+    tab_factory: TabFactory,
+    jp_fetch: Any,
+) -> None:
+    model_server.set_script(
+        [
+            Reply.code("print('unwanted')", prose="I will print something."),
+            Reply.code("print('wanted')"),
+            Reply.text("It printed."),
+        ]
+    )
+    kernel_id = await start_kernel()
+    tab = tab_factory()
+    tab.open_notebook("a.ipynb", kernel_id)
+    await tab.connect()
+    reply = await tab.request(
+        start_request("a.ipynb", kernel_id, "print something", options={"mode": "review"})
+    )
+    run_id = reply["run_id"]
+    seen = 0
+    for decision, source in (("reject", None), ("run", "print('edited')")):
+        waiting = await tab.wait_for_event(
+            lambda e, after=seen: (
+                e["type"] == "state" and e["state"] == "awaiting_approval" and e["seq"] > after
+            ),
+            run_id,
+        )
+        seen = waiting["seq"]
+        cell = next(e for e in tab.events(run_id) if e["type"] == "cell_inserted")["cell_id"]
+        answer = await tab.request(
+            {
+                "request": "review",
+                "run_id": run_id,
+                "cell_id": cell,
+                "decision": decision,
+                "source": source,
+            }
+        )
+        assert answer["ok"] is True, answer
+    end = await tab.wait_for_event(finished, run_id, timeout=60)
+    assert (end["state"], end["answer"]) == ("done", "It printed."), end
+    text = ""
+    for _ in range(100):  # the record is written off the run's path: wait for its end
+        response = await jp_fetch(
+            "jupyter-ci", "conversation", "export", params={"path": "a.ipynb"}
+        )
+        text = response.body.decode()
+        if end["text"] in text:
+            break
+        await asyncio.sleep(0.05)
+    order = [
+        "**You:**\n\nprint something",
+        "**jupyter-ci:**\n\nI will print something.",
+        "_jupyter-ci wrote a cell (step 1):_\n\n```python\nprint('unwanted')\n```",
+        "**You:**\n\nI rejected the cell you proposed",
+        "_jupyter-ci proposed another version:_\n\n```python\nprint('wanted')\n```",
+        "_You edited the cell:_\n\n```python\nprint('edited')\n```",
+        "Output:\n\n```text\n[stdout] edited",
+        "**jupyter-ci:**\n\nIt printed.",
+        f"_{end['text']}_",
+    ]
+    assert all(part in text for part in order), text
+    at = [text.index(part) for part in order]
+    assert at == sorted(at), text
 
 
 async def test_export_names_any_notebook_safely_and_reading_creates_nothing(

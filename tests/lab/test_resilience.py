@@ -160,3 +160,43 @@ async def test_a_user_who_may_not_execute_gets_no_socket(
 
 def _outputs(tab: ScriptedTab) -> list[dict[str, Any]]:
     return [o for c in tab.notebooks["a.ipynb"].cells for o in c.get("outputs", [])]
+
+
+async def test_a_reloaded_page_gets_its_runs_cells_back_and_no_cell_runs_twice(
+    app: JupyterCIServer,
+    model_server: ScriptedModelServer,
+    start_kernel: KernelStarter,
+    tab_factory: TabFactory,
+) -> None:
+    # A reload keeps the tab's client id and secret, not its memory: the cells the run wrote
+    # (unsaved) and the answers it gave are gone.
+    model_server.set_script([Reply.code(COUNTED), Reply.text("never asked")])
+    kernel_id = await start_kernel()
+    page = tab_factory()
+    page.open_notebook("a.ipynb", kernel_id, [code_cell("x = 1", "c0")])
+    await page.connect()
+    reply = await page.request(start_request("a.ipynb", kernel_id, "count"))
+    run_id = reply["run_id"]
+    await page.wait_until(lambda: len(page.started_cells) == 1)
+    [generated] = page.started_cells
+    source = page.notebooks["a.ipynb"].cell(generated)["source"]
+    await page.disconnect()
+
+    reloaded = tab_factory(client_id=page.client_id)
+    reloaded.client_secret = page.client_secret
+    reloaded.open_notebook("a.ipynb", kernel_id, [code_cell("x = 1", "c0")])
+    hello = await reloaded.connect()
+    assert hello is not None
+    assert hello["ok"] is True
+    assert [info["run_id"] for info in hello["runs"]] == [run_id]  # still its own run
+    # The server's first call puts the run's cell back, with its code, after its anchor.
+    restore = await reloaded.wait_for(lambda m: m.get("method") == "restore_cells")
+    assert [(c["cell_id"], c["source"]) for c in restore["cells"]] == [(generated, source)]
+    assert reloaded.notebooks["a.ipynb"].sources() == ["x = 1", source]
+    # The run_cell the first page received (and ran) is not sent again: it fails, saying why.
+    end = await reloaded.wait_for_event(finished, run_id, timeout=60)
+    assert (end["state"], end["reason"]) == ("failed", "notebook_unavailable"), end
+    assert "reloaded while a cell of the run was running" in end["error"]["message"]
+    assert not any(m.get("method") == "run_cell" for m in reloaded.received)
+    await page.wait_until(lambda: any("runs" in o.get("text", "") for o in _outputs(page)), 30)
+    assert [o["text"] for o in _outputs(page) if o["output_type"] == "stream"] == ["runs 1\n"]

@@ -274,6 +274,41 @@ async def test_a_claimed_handoff_nonce_is_accepted_once(
     assert len(model_server.chat_requests) == 1
 
 
+async def test_a_ci_execute_request_hands_off_once_whatever_its_nonce(
+    app: JupyterCIServer,
+    model_server: ScriptedModelServer,
+    start_kernel: KernelStarter,
+    tab_factory: TabFactory,
+) -> None:
+    # Code in the kernel can display a handoff with a nonce of its own under the header of the
+    # %%ci request it found: the server takes one handoff per execute request of a kernel.
+    model_server.set_script([Reply.text("hello", times=None)])
+    kernel_id = await start_kernel()
+    tab = await open_tab(tab_factory, kernel_id)
+    requests = [
+        start_request(
+            "a.ipynb",
+            kernel_id,
+            "hi",
+            origin="magic",
+            handoff_nonce=nonce * 24,
+            handoff_request_id="msg-of-the-ci-cell",
+        )
+        for nonce in "nm"
+    ]
+    first = await tab.request(requests[0])
+    assert first["ok"] is True
+    forged = await tab.request(requests[1])
+    assert (forged["ok"], forged["error"]["code"]) == (False, "handoff_claimed")
+    assert "already handed off once" in forged["error"]["message"]
+    # The same handoff again (a lost reply) still gets its run.
+    again = await tab.request(requests[0])
+    assert (again["ok"], again["run_id"]) == (True, first["run_id"])
+    end = await tab.wait_for_event(finished, first["run_id"])
+    assert end["state"] == "done"
+    assert len(model_server.chat_requests) == 1
+
+
 async def test_a_request_cannot_redirect_the_key(
     app: JupyterCIServer,
     model_server: ScriptedModelServer,
@@ -577,3 +612,39 @@ async def test_files_written_by_a_cell_that_failed_are_heard_too(
     methods = [call["method"] for call in calls]
     first_run = methods.index("run_cell")
     assert "evaluate" in methods[first_run + 1 :], methods
+
+
+async def test_the_levers_after_a_failure_in_jupyterlab(
+    model_server: ScriptedModelServer,
+    start_kernel: KernelStarter,
+    tab_factory: TabFactory,
+) -> None:
+    """The request's options switch the levers on for a run in the tab: a result that looks
+    wrong is looked at again, the fix is asked afresh, at its own temperature."""
+    nan = "import math\nprint('mean:', math.nan)"
+    model_server.set_script(
+        [
+            Reply.code(nan),
+            Reply.code("print('mean:', 4.5)", match="Write this cell again"),
+            Reply.text("The mean is 4.5."),
+        ]
+    )
+    kernel_id = await start_kernel()
+    tab = await open_tab(tab_factory, kernel_id)
+    options = {"check_results": True, "fresh_fixes": True, "fix_temperatures": "0.8"}
+    request = start_request("a.ipynb", kernel_id, "the mean", options=options)
+    reply = await tab.request(request)
+    end = await tab.wait_for_event(finished, reply["run_id"], timeout=120)
+    assert end["state"] == "done", end
+    assert end["summary"]["attempts"] == 2
+    events = tab.events(reply["run_id"])
+    states = [e["state"] for e in events if e["type"] == "state"]
+    assert states[:4] == ["generating", "executing", "fixing", "executing"]
+    notices = [e["text"] for e in events if e["type"] == "message" and e["role"] == "notice"]
+    assert any(text.startswith("The result looks wrong (a result is NaN") for text in notices)
+    fix = model_server.chat_requests[1].body
+    assert fix["temperature"] == 0.8
+    assert [m["role"] for m in fix["messages"]][-2:] == ["user", "user"]
+    assert "It ran, but its result looks wrong" in fix["messages"][-1]["content"]
+    generated = [c for c in tab.notebooks["a.ipynb"].cells if "jupyter_ci" in c["metadata"]]
+    assert generated[0]["outputs"][0]["text"] == "mean: 4.5\n"

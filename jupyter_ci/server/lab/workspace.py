@@ -19,13 +19,14 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
+from ...agent.figures import figures_expression, parse_figures
 from ...agent.files import Snapshot, parse_snapshot, snapshot_expression
 from ...agent.fix_context import fix_context_expression, parse_fix_context
 from ...agent.variables import inspection_expression, parse_variables
 from ...agent.workspace import Cell, Execution, Variable
 from ...errors import InternalError, JupyterCIError, KernelDied, NotebookUnavailable
 from ...execution.status import KernelFate, classify
-from .calls import CallFailed, ProgressCallback
+from .calls import PAGE_RELOADED, CallFailed, ProgressCallback
 
 #: Seconds to wait for the tab to answer a call other than ``run_cell``.
 CALL_TIMEOUT = 120.0
@@ -70,6 +71,10 @@ class LabWorkspace:
         self.call_timeout = call_timeout
         self.interrupt_grace = interrupt_grace
         self._interrupts = 0
+        #: The cells this run inserted, as it wrote them (for a reloaded page to put back).
+        self._written: dict[str, dict[str, Any]] = {}
+        #: The cell code streams into now (its source is the run's until the stream ends).
+        self._streaming: str | None = None
         self._lost: JupyterCIError | None = None
         self._lost_fate: KernelFate | None = None
         self._stuck = False
@@ -107,11 +112,23 @@ class LabWorkspace:
         cell_id = reply.get("cell_id")
         if not isinstance(cell_id, str) or not cell_id:
             raise InternalError("The browser inserted a cell but did not say its id.")
+        self._written[cell_id] = {
+            "cell_id": cell_id,
+            "after_id": after_id,
+            "source": source,
+            "metadata": dict(metadata or {}),
+        }
+        if cell_type != "code":
+            self._written[cell_id]["cell_type"] = cell_type
+        if not source:
+            self._streaming = cell_id
         return cell_id
 
     async def append_source(self, cell_id: str, text: str) -> None:
         """Append streamed code to the cell."""
         await self._call("append_source", {"cell_id": cell_id, "text": text})
+        if cell_id in self._written:
+            self._written[cell_id]["source"] += text
 
     async def replace_source(self, cell_id: str, source: str) -> None:
         """Replace the cell's source (a fix, or the user's edit in review; an outside agent's
@@ -120,10 +137,15 @@ class LabWorkspace:
         if self.undoable_edits:
             params["undoable"] = True
         await self._call("replace_source", params)
+        self.settled(cell_id)
+        if cell_id in self._written:
+            self._written[cell_id]["source"] = source
 
     async def delete_cell(self, cell_id: str) -> None:
         """Delete a generated cell the user did not edit (``--regenerate`` only)."""
         await self._call("delete_cell", {"cell_id": cell_id})
+        self.settled(cell_id)
+        self._written.pop(cell_id, None)
 
     async def run_cell(
         self, cell_id: str, timeout: float, expression: str | None = None
@@ -137,6 +159,7 @@ class LabWorkspace:
         if self._lost_fate is not None:
             return Execution(cell_id, classify(None, kernel=self._lost_fate), [])
         self._check()
+        self.settled(cell_id)
         if self._kernel_alive is not None and not self._kernel_alive():
             # Kernels leave the server only when shut down (by the user, or culled when idle).
             return Execution(cell_id, classify(None, kernel=KernelFate.SHUTDOWN), [])
@@ -210,6 +233,10 @@ class LabWorkspace:
         """What the failure is about, from a silent request the tab sends."""
         return parse_fix_context(await self._evaluate(fix_context_expression(ename, evalue, code)))
 
+    async def figure_notes(self, read: bool) -> list[str]:
+        """The figures the kernel displayed, in words, from a silent request the tab sends."""
+        return parse_figures(await self._evaluate(figures_expression(read)))
+
     async def _evaluate(self, expression: str) -> str:
         """The text/plain value of ``expression`` in the kernel ('' when it could not be had)."""
         try:
@@ -239,6 +266,19 @@ class LabWorkspace:
         await self._call("save")
 
     # --- what the run manager tells it -----------------------------------------------------
+
+    def settled(self, cell_id: str) -> None:
+        """The cell's code is complete (no longer streaming): the user may edit it now."""
+        if self._streaming == cell_id:
+            self._streaming = None
+
+    def restore_params(self) -> dict[str, Any]:
+        """The ``restore_cells`` call's parameters: the run's cells as it wrote them, in the
+        order it inserted them, and the cell being streamed into (if any)."""
+        return {
+            "cells": [dict(cell) for cell in self._written.values()],
+            "streaming_cell_id": self._streaming,
+        }
 
     def lost(self, error: JupyterCIError, fate: KernelFate | None = None) -> None:
         """The kernel or the tab is gone for good: every later call raises ``error``.
@@ -314,6 +354,8 @@ class LabWorkspace:
         return KernelFate.SHUTDOWN  # kernel_unavailable: the notebook's kernel went away
 
     def _translate(self, failure: CallFailed) -> JupyterCIError:
+        if failure.error_code == PAGE_RELOADED:
+            return NotebookUnavailable(failure.message, hint=failure.hint)
         if failure.error_code in NOTEBOOK_GONE:
             return NotebookUnavailable(failure.message)
         if failure.error_code in KERNEL_GONE:

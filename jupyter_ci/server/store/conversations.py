@@ -187,6 +187,7 @@ class ConversationStore:
             conn.execute("PRAGMA journal_mode = DELETE").fetchone()
             self._migrate(conn)
             self._write_probe(conn)
+            q.canonical_paths(conn)
         except BaseException:
             conn.close()
             raise

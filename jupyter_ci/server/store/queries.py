@@ -22,6 +22,7 @@ from .records import (
     conversation_of,
     dumps,
     loads,
+    norm_path,
     storable,
 )
 from .schema import transaction
@@ -91,6 +92,48 @@ def rename(scope: str, old: str, new: str, conn: sqlite3.Connection) -> int:
                 (target, target, conversation_id),
             )
     return len(moving)
+
+
+def canonical_paths(conn: sqlite3.Connection) -> int:
+    """Give live conversations stored under another spelling of a path (``sub/../x.ipynb``,
+    written before paths had one form) their canonical path; how many changed.
+
+    One whose canonical path another live conversation already has is archived (kept, no
+    longer found by path): the one stored under the canonical spelling is the one tabs used.
+    """
+    rows = conn.execute(
+        "SELECT id, scope, path FROM conversations WHERE path IS NOT NULL"
+    ).fetchall()
+    moves: list[tuple[str, str, str]] = []
+    for row in rows:
+        try:
+            canonical = norm_path(str(row["path"]))
+        except ValueError:
+            canonical = ""  # names no notebook: archived below
+        if canonical != row["path"]:
+            moves.append((str(row["id"]), str(row["scope"]), canonical))
+    if not moves:
+        return 0
+    now = time.time()
+    with transaction(conn):
+        for conversation_id, scope, canonical in moves:
+            taken = (
+                canonical
+                and conn.execute(
+                    "SELECT 1 FROM conversations WHERE scope = ? AND path = ?", (scope, canonical)
+                ).fetchone()
+            )
+            if canonical and not taken:
+                conn.execute(
+                    "UPDATE conversations SET path = ?, last_path = ? WHERE id = ?",
+                    (canonical, canonical, conversation_id),
+                )
+            else:
+                conn.execute(
+                    "UPDATE conversations SET path = NULL, archived = ? WHERE id = ?",
+                    (now, conversation_id),
+                )
+    return len(moves)
 
 
 def forget(scope: str, path: str, conn: sqlite3.Connection) -> int:

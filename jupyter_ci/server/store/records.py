@@ -18,6 +18,7 @@ from typing import Any
 
 from ...errors import JupyterCIError
 from ...vocabulary import terminal_states
+from ..paths import notebook_path
 
 ROLES = ("user", "assistant", "notice")
 ORIGINS = ("panel", "magic", "cli", "mcp")
@@ -207,12 +208,9 @@ def cell_of(row: sqlite3.Row) -> GeneratedCell:
     )
 
 
-def norm_path(notebook_path: str) -> str:
-    """A contents-API path: "/"-separated, relative to the server root, no outer slashes."""
-    path = storable(str(notebook_path).replace("\\", "/").strip("/"))
-    if not path:
-        raise ValueError("a notebook path is required")
-    return path
+def norm_path(path: str) -> str:
+    """A notebook path as the store keeps it: the canonical form (:mod:`..paths`), storable."""
+    return storable(notebook_path(path))
 
 
 def utf8(text: str) -> bytes:

@@ -28,6 +28,19 @@ def kernel_path(cache: Path | None = None) -> Path:
     return (cache or cache_dir()) / "jupyter"
 
 
+def _encryption(venv: Path) -> dict[str, object]:
+    """What the environment's own ipykernel kernelspec declares of channel encryption (ipykernel
+    7: CurveZMQ): declared here too, the bench's kernels run encrypted and quiet (see
+    :func:`jupyter_ci.workspaces.kernel.channel_encryption`); an older ipykernel declares none."""
+    own = venv / "share" / "jupyter" / "kernels" / "python3" / "kernel.json"
+    try:
+        metadata = json.loads(own.read_text(encoding="utf-8")).get("metadata") or {}
+    except (OSError, ValueError, AttributeError):
+        return {}
+    declared = metadata.get("supported_encryption") if isinstance(metadata, dict) else None
+    return {"supported_encryption": declared} if declared else {}
+
+
 def make_kernel(cache: Path | None = None, *, log: TextIO | None = sys.stderr) -> Path:
     """A virtualenv with :data:`KERNEL_PACKAGES` and a ``python3`` kernelspec for it.
 
@@ -53,7 +66,7 @@ def make_kernel(cache: Path | None = None, *, log: TextIO | None = sys.stderr) -
         "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
         "display_name": "Python 3 (jupyter-ci bench)",
         "language": "python",
-        "metadata": {"debugger": False},
+        "metadata": {"debugger": False, **_encryption(venv)},
     }
     (spec_dir / "kernel.json").write_text(json.dumps(spec, indent=2) + "\n", encoding="utf-8")
     return kernel_path(cache)

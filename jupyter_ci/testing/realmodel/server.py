@@ -34,7 +34,13 @@ def free_port() -> int:
 def server_argv(
     python: Path, model: Path, alias: str, port: int, n_ctx: int, n_threads: int
 ) -> list[str]:
-    """The command line of a llama.cpp server for ``model`` on 127.0.0.1:``port``."""
+    """The command line of a llama.cpp server for ``model`` on 127.0.0.1:``port``.
+
+    ``--interrupt_requests False``: by default llama-cpp-python's server ends the reply it is
+    streaming, as if complete, when another request arrives; then a second client (``jupyter ci
+    bench --jobs 2``, a test next to a running bench) cuts the first one's code short. Without
+    it, requests wait their turn.
+    """
     return [
         str(python),
         "-m",
@@ -51,6 +57,8 @@ def server_argv(
         str(n_ctx),
         "--n_threads",
         str(n_threads),
+        "--interrupt_requests",
+        "False",
     ]
 
 

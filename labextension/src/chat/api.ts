@@ -27,6 +27,30 @@ export interface IChatStatus {
    * null when none answers.
    */
   ollama_models: string[] | null;
+  /**
+   * Why the server's configured model cannot be used (a model string that
+   * names no provider); null when it can.
+   */
+  config_problem: string | null;
+  /**
+   * With no model: the command lines that start JupyterLab with one (the
+   * server's words, which its tests follow); null otherwise.
+   */
+  setup: IModelSetup | null;
+}
+
+/**
+ * How to start JupyterLab with a model, as the server says it.
+ */
+export interface IModelSetup {
+  /**
+   * A hosted model with its key in the server's environment.
+   */
+  command: string;
+  /**
+   * A local OpenAI-compatible server that needs no key.
+   */
+  local_command: string;
 }
 
 /**
@@ -79,7 +103,9 @@ export async function fetchChatStatus(): Promise<IChatStatus> {
     storage_problem: reply.storage_problem ?? null,
     ollama_models: Array.isArray(reply.ollama_models)
       ? reply.ollama_models
-      : null
+      : null,
+    config_problem: reply.config_problem ?? null,
+    setup: reply.setup ?? null
   };
 }
 

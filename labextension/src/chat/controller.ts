@@ -19,7 +19,7 @@ import {
 } from './api';
 import { ChatAttachments } from './attachments';
 import { BoundNotebook } from './boundNotebook';
-import type { Attachment } from './input';
+import { attachmentName, type Attachment } from './input';
 import { ChatModel } from './model';
 import { IPanelPrefs, PanelPrefs } from './prefs';
 import type { ReviewAnswer } from './review';
@@ -179,6 +179,7 @@ export class ChatController extends Lifecycle {
         return;
       }
       const prompt = request.prompt;
+      const attached = this.attachments.of(path).map(attachmentName);
       try {
         const reply = await this.connection.request(
           {
@@ -190,7 +191,7 @@ export class ChatController extends Lifecycle {
           { queueTimeout: 30_000 }
         );
         const runId = reply.run_id ?? null;
-        this.model.addRequest(path, prompt, runId);
+        this.model.addRequest(path, prompt, runId, attached);
         if (runId) {
           this.runs.track(runId, path, request.anchor_cell_id);
         } else if (reply.note) {
@@ -198,7 +199,7 @@ export class ChatController extends Lifecycle {
         }
         this.attachments.sent(path);
       } catch (error) {
-        this.model.addRequest(path, prompt, null);
+        this.model.addRequest(path, prompt, null, attached);
         this.model.addNotice(
           path,
           `Not started: ${error instanceof Error ? error.message : String(error)}`

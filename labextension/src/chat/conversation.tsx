@@ -7,7 +7,7 @@ import { useFollowNewest } from './follow';
 import { ICodeActions, Markdown } from './markdown';
 import { ChatEntry, IConversationView } from './model';
 import { RunSteps } from './runView';
-import { usageLine } from './steps';
+import { IRunProgress, usageLine } from './steps';
 
 /**
  * The conversation of the bound notebook: messages, runs and its usage. It
@@ -23,11 +23,21 @@ export function Conversation(props: {
    * message again, even if the user had scrolled up.
    */
   sent: number;
+  /**
+   * Whether the Preview shows in its place (it keeps its state meanwhile).
+   */
+  hidden?: boolean;
 }): React.ReactElement {
   const { controller, conversation, rendermime, actions, sent } = props;
   const log = React.useRef<HTMLDivElement>(null);
   useFollowNewest(log, sent);
   const entries = conversation?.entries ?? [];
+  const runs = new Map<string, IRunProgress>();
+  for (const entry of entries) {
+    if (entry.kind === 'run') {
+      runs.set(entry.key, entry.progress);
+    }
+  }
   return (
     <div
       ref={log}
@@ -35,6 +45,7 @@ export function Conversation(props: {
       data-testid="jupyter-ci-conversation"
       role="log"
       aria-live="polite"
+      hidden={props.hidden}
       aria-label="Conversation with jupyter-ci about this notebook"
     >
       {conversation?.loading && entries.length === 0 ? (
@@ -58,6 +69,7 @@ export function Conversation(props: {
           controller={controller}
           rendermime={rendermime}
           actions={actions}
+          isAnswer={isAnswer(entry, runs)}
         />
       ))}
       <div
@@ -74,6 +86,22 @@ export function Conversation(props: {
 }
 
 /**
+ * Whether an entry is a run's final answer (what Insert as Markdown is for),
+ * not the few words that introduce its code. A message of a run the panel
+ * does not show is taken as one.
+ */
+function isAnswer(entry: ChatEntry, runs: Map<string, IRunProgress>): boolean {
+  if (entry.kind !== 'assistant' || entry.streaming) {
+    return false;
+  }
+  const run = entry.runId ? runs.get(entry.runId) : undefined;
+  if (!run) {
+    return true;
+  }
+  return run.finished && run.answer.trim() === entry.text.trim();
+}
+
+/**
  * One entry: the user's request, the model's reply, a notice, or a run.
  */
 function Entry(props: {
@@ -81,6 +109,7 @@ function Entry(props: {
   controller: ChatController;
   rendermime: IRenderMimeRegistry;
   actions: ICodeActions;
+  isAnswer: boolean;
 }): React.ReactElement {
   const { entry, controller, rendermime, actions } = props;
   switch (entry.kind) {
@@ -89,6 +118,19 @@ function Entry(props: {
         <div className="jp-jupyter-ci-message jp-mod-user" data-role="user">
           <div className="jp-jupyter-ci-author">You</div>
           <div className="jp-jupyter-ci-user-text">{entry.text}</div>
+          {entry.attachments && entry.attachments.length > 0 ? (
+            <ul
+              className="jp-jupyter-ci-attachments jp-mod-sent"
+              aria-label="Attached to this request"
+              data-testid="jupyter-ci-sent-attachments"
+            >
+              {entry.attachments.map(name => (
+                <li key={name}>
+                  <span className="jp-jupyter-ci-chip">{name}</span>
+                </li>
+              ))}
+            </ul>
+          ) : null}
         </div>
       );
     case 'assistant':
@@ -104,7 +146,7 @@ function Entry(props: {
             rendermime={rendermime}
             actions={actions}
           />
-          {entry.streaming ? null : (
+          {!props.isAnswer ? null : (
             <AnswerActions
               onInsert={() => controller.notebook.insertMarkdown(entry.text)}
             />

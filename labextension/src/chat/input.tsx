@@ -9,6 +9,14 @@ export type Attachment =
   | { kind: 'file'; path: string };
 
 /**
+ * How an attachment is named to the user (its chip, and under the request
+ * it went with).
+ */
+export function attachmentName(item: Attachment): string {
+  return item.kind === 'file' ? item.path : item.label;
+}
+
+/**
  * The request box: multi-line; Enter sends, Shift+Enter adds a line; ↑ and ↓
  * at the first or last line walk the prompts sent before; files dropped on
  * the panel and cells attached show as removable chips.
@@ -83,7 +91,7 @@ export function ChatInput(props: {
           data-testid="jupyter-ci-attachments"
         >
           {attachments.map(item => {
-            const name = item.kind === 'file' ? item.path : item.label;
+            const name = attachmentName(item);
             return (
               <li key={item.kind === 'file' ? item.path : item.cellId}>
                 <span className="jp-jupyter-ci-chip">{name}</span>

@@ -2,6 +2,8 @@ import { Clipboard } from '@jupyterlab/apputils';
 import { IRenderMimeRegistry, MimeModel } from '@jupyterlab/rendermime';
 import * as React from 'react';
 
+import { wrapCode } from './codeWrap';
+
 /**
  * What a code block in a message can do.
  */
@@ -21,8 +23,14 @@ export const CODE_BUTTONS = {
     label: 'Insert below',
     description: 'Insert this code as a new cell below'
   },
-  copy: { label: 'Copy', description: 'Copy this code to the clipboard' }
+  copy: { label: 'Copy', description: 'Copy this code to the clipboard' },
+  copied: { label: 'Copied', description: 'Copied to the clipboard' }
 } as const;
+
+/**
+ * How long Copy says "Copied" after a click (milliseconds).
+ */
+export const COPIED_FOR = 2000;
 
 /**
  * Markdown text rendered by JupyterLab's rendermime as untrusted content:
@@ -60,6 +68,8 @@ export function Markdown(props: {
         if (actions) {
           Private.addCodeActions(renderer.node, actions);
         }
+        // After the actions took each block's code as it is.
+        wrapCode(renderer.node);
         node.dataset.rendered = 'true';
       })
       .catch(() => {
@@ -89,14 +99,19 @@ namespace Private {
       const code = pre.textContent ?? '';
       const bar = document.createElement('div');
       bar.className = 'jp-jupyter-ci-code-actions';
-      bar.appendChild(
-        button(CODE_BUTTONS.insert, () =>
-          actions.insertBelow(code.replace(/\n$/, ''))
-        )
+      const insert = button(CODE_BUTTONS.insert, () =>
+        actions.insertBelow(code.replace(/\n$/, ''))
       );
-      bar.appendChild(
-        button(CODE_BUTTONS.copy, () => Clipboard.copyToSystem(code))
-      );
+      insert.dataset.testid = 'jupyter-ci-insert-code';
+      bar.appendChild(insert);
+      const copy = button(CODE_BUTTONS.copy, () => {
+        Clipboard.copyToSystem(code);
+        say(copy, CODE_BUTTONS.copied);
+        window.setTimeout(() => say(copy, CODE_BUTTONS.copy), COPIED_FOR);
+      });
+      copy.setAttribute('aria-live', 'polite');
+      copy.dataset.testid = 'jupyter-ci-copy-code';
+      bar.appendChild(copy);
       const wrapper = document.createElement('div');
       wrapper.className = 'jp-jupyter-ci-code';
       pre.replaceWith(wrapper);
@@ -114,10 +129,20 @@ namespace Private {
     // JupyterLab's Button (ui-components), as the panel's React buttons are.
     element.className =
       'jp-Button jp-mod-minimal jp-mod-small jp-jupyter-ci-button';
+    say(element, kind);
+    element.addEventListener('click', onClick);
+    return element;
+  }
+
+  /**
+   * Make `element` say `kind`'s word (its text, name and tooltip).
+   */
+  function say(
+    element: HTMLElement,
+    kind: { label: string; description: string }
+  ): void {
     element.textContent = kind.label;
     element.title = kind.description;
     element.setAttribute('aria-label', kind.description);
-    element.addEventListener('click', onClick);
-    return element;
   }
 }

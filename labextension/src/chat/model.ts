@@ -11,8 +11,26 @@ import { IRunProgress, applyEvent, emptyProgress } from './steps';
  * One entry of a conversation as the panel shows it.
  */
 export type ChatEntry =
-  | { kind: 'user'; key: string; text: string }
-  | { kind: 'assistant'; key: string; text: string; streaming: boolean }
+  | {
+      kind: 'user';
+      key: string;
+      text: string;
+      runId?: string | null;
+      /**
+       * What went with it (files and cells, by name), when the panel sent it.
+       */
+      attachments?: readonly string[];
+    }
+  | {
+      kind: 'assistant';
+      key: string;
+      text: string;
+      streaming: boolean;
+      /**
+       * The run it belongs to (null when not known).
+       */
+      runId: string | null;
+    }
   | { kind: 'notice'; key: string; text: string }
   | { kind: 'run'; key: string; progress: IRunProgress };
 
@@ -98,6 +116,18 @@ export class ChatModel extends Lifecycle {
         loading: false,
         error: null
       });
+      // Events of its runs that came before the conversation was shown (a
+      // reloaded page replays its runs as it starts): the history has their
+      // messages, not the progress of a run still going.
+      const told = new Set(stored.messages.map(message => message.run_id));
+      for (const event of this._early.get(path)?.splice(0) ?? []) {
+        if (
+          !shown.has(event.run_id) &&
+          !(event.type === 'message' && told.has(event.run_id))
+        ) {
+          this._onEvent(this._connection, event);
+        }
+      }
     } catch (error) {
       this._set(path, {
         loading: false,
@@ -119,13 +149,19 @@ export class ChatModel extends Lifecycle {
   }
 
   /**
-   * Show the user's request, and the run it started, in the conversation.
+   * Show the user's request (with the names of what was attached to it), and
+   * the run it started, in the conversation.
    */
-  addRequest(path: string, text: string, runId: string | null): void {
+  addRequest(
+    path: string,
+    text: string,
+    runId: string | null,
+    attachments: readonly string[] = []
+  ): void {
     const view = this.conversation(path);
     const entries: ChatEntry[] = [
       ...view.entries,
-      { kind: 'user', key: `u${++this._keys}`, text }
+      { kind: 'user', key: `u${++this._keys}`, text, attachments }
     ];
     if (runId) {
       this._runPaths.set(runId, path);
@@ -208,7 +244,16 @@ export class ChatModel extends Lifecycle {
     event: RunEvent
   ): void => {
     const path = this._pathOf(event.run_id);
-    if (!path || !this._views.has(path)) {
+    if (!path) {
+      return;
+    }
+    if (!this._views.has(path)) {
+      if (event.type !== 'token') {
+        const early = this._early.get(path) ?? [];
+        early.push(event);
+        early.splice(0, Math.max(0, early.length - Private.MAX_EARLY));
+        this._early.set(path, early);
+      }
       return;
     }
     const view = this._views.get(path)!;
@@ -216,9 +261,11 @@ export class ChatModel extends Lifecycle {
     const runId = event.run_id;
     let runIndex = entries.findIndex(e => e.kind === 'run' && e.key === runId);
     if (runIndex < 0) {
-      // A run this panel did not start (a %%ci cell, another tab): show its request.
+      // A run this panel did not start (a %%ci cell, another tab): show its
+      // request, unless the conversation's history has it already.
       const info = this._connection.runs.find(run => run.run_id === runId);
-      if (info) {
+      const asked = entries.some(e => e.kind === 'user' && e.runId === runId);
+      if (info && !asked) {
         entries.push({
           kind: 'user',
           key: `u${++this._keys}`,
@@ -249,7 +296,8 @@ export class ChatModel extends Lifecycle {
           kind: 'assistant',
           key,
           text: event.text,
-          streaming: true
+          streaming: true,
+          runId
         });
       }
     } else if (event.type === 'message' && event.role === 'assistant') {
@@ -260,7 +308,8 @@ export class ChatModel extends Lifecycle {
         kind: 'assistant',
         key: previous ? previous.key : `a${++this._keys}`,
         text: event.text,
-        streaming: false
+        streaming: false,
+        runId
       };
       if (
         previous &&
@@ -311,6 +360,11 @@ export class ChatModel extends Lifecycle {
   private readonly _connection: CIConnection;
   private readonly _runs: RunTracker;
   private readonly _views = new Map<string, IConversationView>();
+  /**
+   * Run events (not tokens) of notebooks whose conversation was not shown
+   * yet, applied once it is.
+   */
+  private readonly _early = new Map<string, RunEvent[]>();
   private readonly _runPaths = new Map<string, string>();
   private readonly _streams = new Map<string, { key: string; open: boolean }>();
   private _keys = 0;
@@ -319,15 +373,26 @@ export class ChatModel extends Lifecycle {
 
 namespace Private {
   /**
+   * Events kept per notebook before its conversation is shown.
+   */
+  export const MAX_EARLY = 5_000;
+
+  /**
    * The panel's entry for a stored message.
    */
   export function entryOf(message: IStoredMessage, index: number): ChatEntry {
     const key = `h${index}-${message.time}`;
     if (message.role === 'user') {
-      return { kind: 'user', key, text: message.text };
+      return { kind: 'user', key, text: message.text, runId: message.run_id };
     }
     if (message.role === 'assistant') {
-      return { kind: 'assistant', key, text: message.text, streaming: false };
+      return {
+        kind: 'assistant',
+        key,
+        text: message.text,
+        streaming: false,
+        runId: message.run_id
+      };
     }
     return { kind: 'notice', key, text: message.text };
   }

@@ -2,6 +2,7 @@ import { Button } from '@jupyterlab/ui-components';
 import * as React from 'react';
 
 import { reviewWords } from '../cellReview';
+import { breakable, hangingIndent } from './codeWrap';
 import type { IProposal } from './steps';
 
 /**
@@ -25,14 +26,43 @@ function lineClass(line: string): string {
 }
 
 /**
- * The lines shown for a proposal: the fix's diff, or a new cell's source as
- * added lines.
+ * The lines shown for a proposal: the fix's diff, or a new cell's source (its
+ * code, once: the run's list of cells leaves it to this card).
  */
 export function diffLines(proposal: IProposal): string[] {
   if (proposal.diff.trim()) {
     return proposal.diff.replace(/\n$/, '').split('\n');
   }
-  return proposal.source.split('\n').map(line => `+${line}`);
+  return proposal.source.split('\n');
+}
+
+/**
+ * One line of a diff or of code, wrapping between tokens with its
+ * continuation indented past the line's own indentation.
+ */
+function CodeLine(props: {
+  line: string;
+  className: string;
+  marker: boolean;
+}): React.ReactElement {
+  const { line, className, marker } = props;
+  const indent =
+    (marker ? 1 : 0) + /^[ \t]*/.exec(line.slice(marker ? 1 : 0))![0].length;
+  return (
+    <div
+      className={`jp-jupyter-ci-diff-line ${className}`.trim()}
+      style={hangingIndent(indent)}
+    >
+      {line
+        ? breakable(line).map((part, index) => (
+            <React.Fragment key={index}>
+              {index > 0 ? <wbr /> : null}
+              {part}
+            </React.Fragment>
+          ))
+        : ' '}
+    </div>
+  );
 }
 
 /**
@@ -50,6 +80,7 @@ export function ReviewCard(props: {
   const { proposal, reason, onAnswer, onShowCell } = props;
   const install = reason === 'missing_package';
   const words = reviewWords(reason);
+  const fix = proposal.diff.trim() !== '';
   const [editing, setEditing] = React.useState(false);
   const [source, setSource] = React.useState(proposal.source);
   const [sent, setSent] = React.useState(false);
@@ -90,11 +121,18 @@ export function ReviewCard(props: {
           onChange={event => setSource(event.target.value)}
         />
       ) : (
-        <pre className="jp-jupyter-ci-diff" data-testid="jupyter-ci-diff">
+        <pre
+          className="jp-jupyter-ci-diff"
+          data-testid="jupyter-ci-diff"
+          data-new-cell={!fix}
+        >
           {diffLines(proposal).map((line, index) => (
-            <div key={index} className={lineClass(line)}>
-              {line || ' '}
-            </div>
+            <CodeLine
+              key={index}
+              line={line}
+              className={fix ? lineClass(line) : ''}
+              marker={fix}
+            />
           ))}
         </pre>
       )}

@@ -3,7 +3,7 @@ import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import * as React from 'react';
 
 import { WordButton } from '../wordButton';
-import { CODE_BUTTONS, ICodeActions, Markdown } from './markdown';
+import { CODE_BUTTONS, COPIED_FOR, ICodeActions, Markdown } from './markdown';
 import type { IRunProgress } from './steps';
 
 /**
@@ -19,6 +19,11 @@ interface IShownCell {
    * The code being written for it, as it streams (null when none is).
    */
   writing: string | null;
+  /**
+   * Whether it waits for the user's review (its code shows in the review
+   * card, not twice).
+   */
+  reviewing: boolean;
 }
 
 /**
@@ -37,10 +42,16 @@ export function RunCells(props: {
   const { writing } = progress;
   const shown: IShownCell[] = progress.cells.map(cell => ({
     ...cell,
-    writing: writing && writing.cellId === cell.cellId ? writing.text : null
+    writing: writing && writing.cellId === cell.cellId ? writing.text : null,
+    reviewing: progress.review?.cellId === cell.cellId
   }));
   if (writing && !shown.some(cell => cell.writing !== null)) {
-    shown.push({ cellId: writing.cellId, source: '', writing: writing.text });
+    shown.push({
+      cellId: writing.cellId,
+      source: '',
+      writing: writing.text,
+      reviewing: false
+    });
   }
   if (!shown.length) {
     return null;
@@ -69,14 +80,24 @@ function RunCell(props: {
   onShowCell: (cellId: string) => void;
 }): React.ReactElement {
   const { cell, label, rendermime, actions, onShowCell } = props;
-  const { cellId, source, writing } = cell;
+  const { cellId, source, writing, reviewing } = cell;
+  const [copied, setCopied] = React.useState(false);
+  React.useEffect(() => {
+    if (!copied) {
+      return;
+    }
+    const timer = window.setTimeout(() => setCopied(false), COPIED_FOR);
+    return () => window.clearTimeout(timer);
+  }, [copied]);
   const complete = writing === null && source !== '';
   const note =
     writing !== null
       ? 'being written…'
-      : complete
-        ? ''
-        : 'not complete: the run ended while it was written';
+      : reviewing
+        ? 'waits for your review (below)'
+        : complete
+          ? ''
+          : 'not complete: the run ended while it was written';
   return (
     <li
       className="jp-jupyter-ci-cell"
@@ -100,24 +121,29 @@ function RunCell(props: {
         )}
         {note ? <span className="jp-jupyter-ci-cell-note">{note}</span> : null}
         <span className="jp-jupyter-ci-code-actions">
-          {(
-            [
-              [CODE_BUTTONS.insert, () => actions.insertBelow(source)],
-              [CODE_BUTTONS.copy, () => Clipboard.copyToSystem(source)]
-            ] as const
-          ).map(([word, onClick]) => (
-            <WordButton
-              key={word.label}
-              word={word}
-              className="jp-jupyter-ci-button"
-              minimal
-              disabled={!complete}
-              onClick={onClick}
-            />
-          ))}
+          <WordButton
+            word={CODE_BUTTONS.insert}
+            testid="jupyter-ci-insert-code"
+            className="jp-jupyter-ci-button"
+            minimal
+            disabled={!complete}
+            onClick={() => actions.insertBelow(source)}
+          />
+          <WordButton
+            word={copied ? CODE_BUTTONS.copied : CODE_BUTTONS.copy}
+            testid="jupyter-ci-copy-code"
+            className="jp-jupyter-ci-button"
+            minimal
+            live
+            disabled={!complete}
+            onClick={() => {
+              Clipboard.copyToSystem(source);
+              setCopied(true);
+            }}
+          />
         </span>
       </div>
-      {writing !== null || source ? (
+      {writing !== null || (source && !reviewing) ? (
         // The streaming text is the code alone (the fence lines are not code).
         <Markdown
           text={Private.fenced(writing ?? source)}

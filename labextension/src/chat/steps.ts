@@ -1,4 +1,8 @@
-import { CELL_STATUS_TITLES, END_REASON_TITLES } from '../protocol';
+import {
+  CELL_STATUS_TITLES,
+  END_REASON_TITLES,
+  RATE_LIMITED_REASON
+} from '../protocol';
 import type {
   EndReason,
   ICellUpdatedEvent,
@@ -88,6 +92,10 @@ export interface IRunProgress {
   attempt: number;
   error: string | null;
   finished: boolean;
+  /**
+   * The model's final answer, once the run finished ('' if none).
+   */
+  answer: string;
 }
 
 /**
@@ -108,7 +116,8 @@ export function emptyProgress(runId: string): IRunProgress {
     maxAttempts: 1,
     attempt: 1,
     error: null,
-    finished: false
+    finished: false,
+    answer: ''
   };
 }
 
@@ -143,7 +152,8 @@ export function applyEvent(
   const steps = next.steps;
   switch (event.type) {
     case 'state':
-      if (next.finished) {
+      if (next.finished || event.reason === RATE_LIMITED_REASON) {
+        // A wait within the state (its status line says it): no new step.
         break;
       }
       next.state = event.state;
@@ -201,7 +211,7 @@ export function applyEvent(
         steps.push({
           label:
             cause === 'fix'
-              ? `${UPDATE_LABEL.fix} (attempt ${event.attempt})`
+              ? `${UPDATE_LABEL.fix}, attempt ${event.attempt}/${next.maxAttempts}`
               : UPDATE_LABEL[cause],
           cellId: event.cell_id,
           status: 'ok'
@@ -267,6 +277,7 @@ export function applyEvent(
       break;
     case 'finished': {
       next.finished = true;
+      next.answer = event.answer ?? '';
       next.state = event.state;
       next.reason = event.reason;
       next.review = null;
@@ -299,10 +310,13 @@ export function usageLine(usage: IUsage | null): string {
     return '';
   }
   const tokens = usage.prompt_tokens + usage.completion_tokens;
+  // As the status line says it (agent/outcome.py, cost_words).
   const cost =
-    usage.cost === null || usage.cost === undefined
-      ? 'cost unknown'
-      : `$${usage.cost.toFixed(4)}`;
+    tokens === 0
+      ? 'no cost'
+      : usage.cost === null || usage.cost === undefined
+        ? 'cost unknown'
+        : `$${usage.cost.toFixed(4)}`;
   return `${tokens.toLocaleString('en-US')} tokens · ${cost}`;
 }
 

@@ -138,12 +138,21 @@ export function ChatView(props: {
           conversation={conversation}
           rendermime={rendermime}
           actions={actions}
+          hidden={state.preview !== null}
         />
       )}
       {state.preview ? (
         <PreviewView
           preview={state.preview}
-          onClose={() => controller.closePreview()}
+          onClose={() => {
+            controller.closePreview();
+            // Back to the button that opened it.
+            compose.current
+              ?.querySelector<HTMLButtonElement>(
+                '[data-testid="jupyter-ci-preview-button"]'
+              )
+              ?.focus();
+          }}
         />
       ) : null}
       <div className="jp-jupyter-ci-compose" ref={compose}>

@@ -1,0 +1,137 @@
+"""How a run asks again after a cell failed or its result looked wrong: the levers.
+
+- ``fix_temperatures``: each fix is sampled at its own temperature (the first fix, the second,
+  ...; the last one repeats). At temperature 0 a prompt that is nearly the same as the last one
+  gets nearly the same code, which already failed.
+- ``fresh_fixes``: a fix is asked for afresh, from what the cell was asked from (the request,
+  or the step before it) plus a short account of this cell's tries (:func:`account`: each try's
+  code and how it ended, cut to a few hundred characters), instead of the whole conversation
+  with every failed try in it.
+- ``check_results``: a cell that ended well but whose result looks wrong
+  (:mod:`.suspicious`) is shown to the model with what looks wrong, within ``max_attempts``; the
+  model may fix it, or keep it (the same code, or no code). A final answer that looks wrong gets
+  one more look, while a step is left.
+
+Each is written once here, for every workspace; :meth:`AgentRun._run_until_fixed
+<jupyter_ci.agent.loop.AgentRun._run_until_fixed>` uses them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..options import temperature_schedule
+from .digest import head_tail
+from .prompts import render
+from .review import Reviewing
+from .run_base import NO_STREAM
+from .suspicious import Concern, answer_concerns, describe_concerns, output_concerns
+from .workspace import Execution
+
+#: Characters of a try's code, and of what it returned, in a fresh fix's account.
+ACCOUNT_CODE_CHARS = 1500
+ACCOUNT_RESULT_CHARS = 600
+#: How a fresh fix's account tells a fix that repeated the failed code.
+REPEATED = "not run, it would fail the same way"
+#: The notice when a result looks wrong and the model is asked to look again (the bench counts).
+LOOK_AGAIN_NOTICE = "The result looks wrong"
+
+
+@dataclass(frozen=True)
+class Tried:
+    """One try of a cell that did not work: its code, how it ended, what it returned (no code:
+    the try before's code proposed again, which was not run)."""
+
+    code: str
+    ending: str
+    returned: str
+
+
+def account(tries: Sequence[Tried]) -> str:
+    """The tries as a fresh fix tells them: each one's code and what happened, cut short."""
+    parts = []
+    for number, tried in enumerate(tries, 1):
+        if not tried.code:
+            parts.append(
+                f"Try {number}: the code of try {number - 1} again, unchanged ({tried.ending})"
+            )
+            continue
+        code, _ = head_tail(tried.code.strip(), ACCOUNT_CODE_CHARS)
+        returned, _ = head_tail(tried.returned.strip(), ACCOUNT_RESULT_CHARS)
+        parts.append(f"Try {number}:\n```python\n{code}\n```\n{tried.ending}:\n{returned}")
+    return "\n\n".join(parts)
+
+
+class Retrying(Reviewing):
+    """The levers of asking again, for :class:`~jupyter_ci.agent.loop.AgentRun`."""
+
+    def _fix_temperature(self, attempt: int) -> float | None:
+        """The temperature of the fix written after attempt ``attempt`` (None: the model's)."""
+        schedule = temperature_schedule(self.settings.fix_temperatures)
+        if not schedule:
+            return None
+        return schedule[min(attempt, len(schedule)) - 1]
+
+    def _concerns(self, execution: Execution, attempt: int) -> list[Concern]:
+        """What looks wrong in a cell that ended well ([] when ``check_results`` is off, or no
+        attempt is left to fix it)."""
+        if not self.settings.check_results or attempt >= self.settings.max_attempts:
+            return []
+        return output_concerns(execution.outputs, self.request.prompt)
+
+    def _answer_concerns(self, text: str) -> list[Concern]:
+        """What looks wrong in a final answer ([] when ``check_results`` is off)."""
+        if not self.settings.check_results:
+            return []
+        return answer_concerns(text, self.request.prompt)
+
+    def _describe(self, concerns: Sequence[Concern]) -> str:
+        """The concerns for the model: their evidence only when outputs may be shared."""
+        return describe_concerns(concerns, evidence=self.settings.share_outputs)
+
+    def _look_again_notice(self, concerns: Sequence[Concern], attempt: int | None) -> None:
+        """Say that a result looks wrong and the model is asked to look again."""
+        what = "; ".join(dict.fromkeys(c.describe(evidence=False) for c in concerns))
+        where = f" (attempt {attempt}/{self.settings.max_attempts})" if attempt else ""
+        self.emit(
+            "message",
+            role="notice",
+            text=f"{LOOK_AGAIN_NOTICE} ({what}); the model is asked to look again{where}.",
+        )
+
+    async def _ask_again(
+        self,
+        messages: list[dict[str, Any]],
+        base: Sequence[dict[str, Any]],
+        tries: Sequence[Tried],
+        prompt: dict[str, Any],
+        attempt: int,
+        *,
+        context: str = "",
+        keep: bool = False,
+    ) -> str | None:
+        """Ask for the cell's next version after attempt ``attempt`` and return its code (None
+        when the reply has none). ``prompt`` is the message that tells the latest try; with
+        ``fresh_fixes`` the conversation starts again from ``base`` with the account of
+        ``tries`` instead (``context``: what is there, read from the kernel; ``keep``: the
+        model may keep the last try's result)."""
+        if self.settings.fresh_fixes:
+            keeping = " If the last try's result is right as it is, reply with its code unchanged."
+            fresh = render(
+                "fix_fresh",
+                tries=len(tries),
+                max_attempts=self.settings.max_attempts,
+                account=self.conversation.wrap(account(tries)),
+                context=context,
+                keep=keeping if keep else "",
+            )
+            messages[:] = [*base, {"role": "user", "content": fresh}]
+        else:
+            messages.append(prompt)
+        reply, code, _ = await self._generate(
+            messages, stream_after=NO_STREAM, temperature=self._fix_temperature(attempt)
+        )
+        messages.append({"role": "assistant", "content": reply.text or code or ""})
+        return code

@@ -1,0 +1,163 @@
+"""Results that look wrong although nothing raised: what the loop looks at again.
+
+A cell can end well and still hold a wrong result: a mean that is NaN, an empty frame after a
+filter that matched nothing, an exception an ``except`` clause printed and swallowed, an answer
+line whose value is still the format's placeholder. With ``check_results`` on, the loop treats
+such a result as a failure to look at (within ``max_attempts``) and tells the model what looks
+wrong; the bench counts them either way.
+
+The rules are conservative, because a false alarm costs an attempt. Each is about a value the
+cell *reports*, never about data it merely shows (a table full of NaN is data, not a result):
+
+- ``nan``: a result or a printed ``label: value`` line (or a line alone) whose value is NaN
+  (``nan``, ``NaN``, ``<NA>``, ``NaT``, ``np.float64(nan)``);
+- ``inf``: the same with an infinite value;
+- ``empty``: pandas showing an empty frame (``Empty DataFrame``) or series (``Series([], ...``);
+- ``swallowed``: text that only a caught exception prints, while the cell ended without an
+  error: a traceback (``Traceback (most recent call last)``), a printed exception
+  (``KeyError: 'x'``, ``ValueError: ...``), or an error line (``Error: ...``,
+  ``An error occurred: ...``, ``Error while reading ...: ...``);
+- ``answer``: an answer line ``@name[value]`` whose value is empty, NaN, infinite, ``None``,
+  holds ``{`` or ``}`` (an f-string that was not one), or is the placeholder the request's own
+  format line gives for that name (``@mean[value]`` printed as is).
+
+Each concern is a :class:`Concern`: its kind and the text it was seen in (cut to
+:data:`EVIDENCE_CHARS`). With ``share_outputs`` off the model is told the kinds only.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..execution.outputs import coalesce_streams, joined
+
+#: Characters of the text a concern was seen in that are kept with it.
+EVIDENCE_CHARS = 120
+
+#: What each kind of concern means, as the model and the bench's report read it.
+KINDS: dict[str, str] = {
+    "nan": "a result is NaN (not a number)",
+    "inf": "a result is infinite",
+    "empty": "a data frame or series is empty",
+    "swallowed": "an error was printed although the cell did not fail (an exception caught "
+    "and printed?)",
+    "answer": "an answer's value cannot be right as written",
+}
+
+_NAN = r"(?:nan|<NA>|NaT|(?:np\.|numpy\.)?float(?:64|32)?\(nan\))"
+_INF = r"(?:[-+]?inf(?:inity)?|(?:np\.|numpy\.)?float(?:64|32)?\([-+]?inf\))"
+#: A reported value: the whole line, or after a short label and ``:`` or ``=``.
+_REPORTED = r"^(?:[^\n:=]{0,80}[:=])?[ \t]*VALUE[ \t]*[.,;]?[ \t]*$"
+_NAN_LINE = re.compile(_REPORTED.replace("VALUE", _NAN), re.IGNORECASE | re.MULTILINE)
+_INF_LINE = re.compile(_REPORTED.replace("VALUE", _INF), re.IGNORECASE | re.MULTILINE)
+_EMPTY = re.compile(r"^Empty DataFrame$|^Series\(\[\], ", re.MULTILINE)
+_TRACEBACK = re.compile(r"Traceback \(most recent call last\)")
+#: A printed exception: its class name (case-sensitive) and a colon, at the start of a line.
+_EXCEPTION_LINE = re.compile(
+    r"^[ \t]*(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception)[ \t]*:", re.M
+)
+#: A printed error line: ``Error: ...``, ``An error occurred: ...``, ``Error while ...: ...``.
+_ERROR_LINE = re.compile(
+    r"^[ \t]*(?:an?[ \t]+)?(?:error|exception)(?:[ \t]+occurred|[ \t]+(?:while|when|in|during|"
+    r"loading|reading|processing|calculating|computing)\b[^:\n]{0,60})?[ \t]*:",
+    re.IGNORECASE | re.MULTILINE,
+)
+_ANSWER = re.compile(r"@([A-Za-z_][A-Za-z0-9_]*)\[([^\]]*)\]")
+_BAD_VALUE = re.compile(rf"^(?:{_NAN}|{_INF}|none|null)$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Concern:
+    """One thing that looks wrong: its kind (a key of :data:`KINDS`) and where it was seen."""
+
+    kind: str
+    evidence: str
+
+    def describe(self, *, evidence: bool = True) -> str:
+        """``kind's meaning: `evidence``` (the meaning alone without ``evidence``)."""
+        meaning = KINDS[self.kind]
+        return f"{meaning}: `{self.evidence}`" if evidence and self.evidence else meaning
+
+
+def _cut(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= EVIDENCE_CHARS else text[: EVIDENCE_CHARS - 1] + "…"
+
+
+def placeholders(request: str) -> dict[str, str]:
+    """The ``@name[placeholder]`` pairs of a request's answer format (name → placeholder)."""
+    return {name: value.strip() for name, value in _ANSWER.findall(request)}
+
+
+def answer_concerns(text: str, request: str = "") -> list[Concern]:
+    """Concerns about the ``@name[value]`` answers in ``text`` (see the module's rules)."""
+    given = placeholders(request)
+    found: list[Concern] = []
+    for match in _ANSWER.finditer(text):
+        name, value = match.group(1), match.group(2).strip()
+        bad = (
+            not value
+            or _BAD_VALUE.match(value) is not None
+            or "{" in value
+            or "}" in value
+            or (name in given and value == given[name] and not _is_number(value))
+        )
+        if bad:
+            found.append(Concern("answer", _cut(match.group(0))))
+    return found
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _texts(outputs: Sequence[Mapping[str, Any]]) -> Iterable[tuple[str, str]]:
+    """(kind, text) of each output that has text: ``stream`` or ``result``."""
+    for out in coalesce_streams(outputs):
+        kind = out.get("output_type")
+        if kind == "stream":
+            yield "stream", joined(out.get("text"))
+        elif kind in ("execute_result", "display_data"):
+            data = out.get("data")
+            if isinstance(data, Mapping) and "text/plain" in data:
+                yield "result", joined(data["text/plain"])
+
+
+def output_concerns(outputs: Sequence[Mapping[str, Any]], request: str = "") -> list[Concern]:
+    """What looks wrong in the outputs of a cell that ended without an error (one concern per
+    kind and piece of evidence, in output order)."""
+    found: list[Concern] = []
+
+    def add(kind: str, evidence: str) -> None:
+        concern = Concern(kind, _cut(evidence))
+        if concern not in found:
+            found.append(concern)
+
+    for kind, text in _texts(outputs):
+        for pattern, name in ((_NAN_LINE, "nan"), (_INF_LINE, "inf")):
+            match = pattern.search(text)
+            if match is not None and not _ANSWER.search(match.group(0)):
+                add(name, match.group(0))
+        match = _EMPTY.search(text)
+        if match is not None:
+            add("empty", text[match.start() :].split("\n", 1)[0])
+        if kind == "stream":
+            for pattern in (_TRACEBACK, _EXCEPTION_LINE, _ERROR_LINE):
+                match = pattern.search(text)
+                if match is not None:
+                    add("swallowed", text[match.start() :].split("\n", 1)[0])
+                    break
+        found.extend(c for c in answer_concerns(text, request) if c not in found)
+    return found
+
+
+def describe_concerns(concerns: Sequence[Concern], *, evidence: bool = True) -> str:
+    """The concerns as lines for the model (``- ...``), each kind with its evidence."""
+    return "\n".join(f"- {concern.describe(evidence=evidence)}" for concern in concerns)

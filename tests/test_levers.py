@@ -1,0 +1,407 @@
+"""The loop's levers after a failure, each against a real kernel and the scripted model, which
+records what the model was sent: the fix temperatures, fresh fixes, results that look wrong, and
+the inspecting first cell. Each is off by default, and the test says what changes when on."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+import pytest_asyncio
+from nbclient import NotebookClient
+
+from jupyter_ci.agent.inspect_first import INSPECT_HEADER, frame_name, named_files
+from jupyter_ci.agent.loop import SAME_CODE_NOTICE
+from jupyter_ci.agent.retries import LOOK_AGAIN_NOTICE
+from jupyter_ci.agent.states import RunState
+from jupyter_ci.options import option
+from jupyter_ci.testing import Reply, ScriptedModelServer
+from jupyter_ci.workspaces.kernel import KernelWorkspace
+
+from .loop_support import IRIS_SETUP, Recorder, run_loop, write_notebook
+
+WRONG = 'iris["petal_len"].mean()'
+ALSO_WRONG = 'iris["Petal_Length"].mean()'
+FIXED = 'iris["petal_length"].mean()'
+
+
+@pytest_asyncio.fixture
+async def iris(tmp_path: Path) -> AsyncIterator[KernelWorkspace]:
+    workspace = await KernelWorkspace.open(write_notebook(tmp_path / "iris.ipynb", [IRIS_SETUP]))
+    try:
+        await workspace.restore()
+        yield workspace
+    finally:
+        await workspace.close()
+
+
+def last_user(request: Any) -> str:
+    return next(m["content"] for m in reversed(request.messages) if m["role"] == "user")
+
+
+def temperatures(server: ScriptedModelServer) -> list[Any]:
+    return [request.body.get("temperature") for request in server.chat_requests]
+
+
+# --- fix temperatures ------------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_each_fix_has_its_temperature_and_the_last_repeats(iris: KernelWorkspace) -> None:
+    script = [
+        Reply.code("1/0"),
+        Reply.code("1/0"),  # the failed code again: not run; the next ask is warmer
+        Reply.code("2/0"),
+        Reply.code(FIXED),
+        Reply.text("The mean is 3.7."),
+    ]
+    with ScriptedModelServer(script) as server:
+        outcome = await run_loop(
+            iris,
+            server,
+            "mean petal length",
+            temperature=0,
+            fix_temperatures="0.6, 0.9",
+            max_attempts=5,
+        )
+        sent = temperatures(server)
+    assert outcome.state is RunState.DONE, outcome.error
+    # The first cell and the answer after a success at `temperature`; fixes by the schedule.
+    assert sent == [0, 0.6, 0.9, 0.9, 0]
+
+
+@pytest.mark.asyncio
+async def test_without_a_schedule_fixes_use_the_temperature(iris: KernelWorkspace) -> None:
+    script = [Reply.code("1/0"), Reply.code(FIXED), Reply.text("Done.")]
+    with ScriptedModelServer(script) as server:
+        await run_loop(iris, server, "mean petal length", temperature=0)
+        assert temperatures(server) == [0, 0, 0]
+    with ScriptedModelServer(script) as server:
+        await run_loop(iris, server, "mean petal length")
+        assert temperatures(server) == [None, None, None]  # the provider's default
+
+
+def test_the_schedule_option_says_what_it_expects() -> None:
+    assert option("fix_temperatures").coerce(" 0.6,0.9 ") == "0.6,0.9"
+    with pytest.raises(ValueError, match="expects temperatures from 0 to 2, separated by commas"):
+        option("fix_temperatures").coerce("0.6;0.9")
+    with pytest.raises(ValueError, match="from 0 to 2"):
+        option("fix_temperatures").coerce("3")
+
+
+# --- fresh fixes -----------------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_a_fresh_fix_starts_again_from_the_request(iris: KernelWorkspace) -> None:
+    script = [Reply.code(WRONG), Reply.code(ALSO_WRONG), Reply.code(FIXED), Reply.text("3.7")]
+    recorder = Recorder()
+    with ScriptedModelServer(script) as server:
+        outcome = await run_loop(
+            iris, server, "mean petal length", fresh_fixes=True, recorder=recorder
+        )
+        first, second, third, answer = server.chat_requests
+    assert outcome.state is RunState.DONE, outcome.error
+    assert outcome.attempts == 3
+    # The fix is asked from the request alone plus the account: no earlier reply in it.
+    assert [m["role"] for m in second.messages] == ["system", "user", "user"]
+    assert second.messages[:2] == first.messages
+    told = last_user(second)
+    assert told.startswith("Write this cell again. Earlier tries of it did not work (1 of 3")
+    assert f"Try 1:\n```python\n{WRONG}\n```\nIt failed:\n[error]\nKeyError: 'petal_len'" in told
+    assert "closest to 'petal_len' among iris's columns: 'petal_length'" in told
+    assert "Start again from the request" in told
+    assert "If the last try's result is right" not in told
+    # The next one tells both tries, and still carries no earlier reply.
+    assert [m["role"] for m in third.messages] == ["system", "user", "user"]
+    assert "Try 1:" in last_user(third)
+    assert "Try 2:\n```python\n" + ALSO_WRONG in last_user(third)
+    assert "(2 of 3 attempts used)" in last_user(third)
+    # After the fix ran, the run goes on from the fresh conversation and the fixed code.
+    assert [m["role"] for m in answer.messages] == ["system", "user", "user", "assistant", "user"]
+    assert FIXED in answer.messages[3]["content"]
+
+
+@pytest.mark.asyncio
+async def test_fixes_in_the_long_conversation_by_default(iris: KernelWorkspace) -> None:
+    script = [Reply.code(WRONG), Reply.code(FIXED), Reply.text("3.7")]
+    with ScriptedModelServer(script) as server:
+        await run_loop(iris, server, "mean petal length")
+        second = server.chat_requests[1]
+    assert [m["role"] for m in second.messages] == ["system", "user", "assistant", "user"]
+    assert WRONG in second.messages[2]["content"]
+    assert last_user(second).startswith("The cell failed (attempt 1 of 3)")
+
+
+@pytest.mark.asyncio
+async def test_a_fresh_fix_that_repeats_the_failed_code_is_told_so(iris: KernelWorkspace) -> None:
+    script = [Reply.code(WRONG), Reply.code(WRONG), Reply.code(FIXED), Reply.text("3.7")]
+    recorder = Recorder()
+    with ScriptedModelServer(script) as server:
+        outcome = await run_loop(
+            iris, server, "mean petal length", fresh_fixes=True, recorder=recorder
+        )
+        third = server.chat_requests[2]
+    assert outcome.state is RunState.DONE, outcome.error
+    assert any(e["text"].startswith(SAME_CODE_NOTICE) for e in recorder.of("message"))
+    assert "Try 2: the code of try 1 again, unchanged (not run" in last_user(third)
+
+
+# --- results that look wrong -----------------------------------------------------------------
+
+NAN = "import math\nprint('mean petal length:', math.nan)"
+RIGHT = "print('mean petal length:', round(iris.petal_length.mean(), 2))"
+
+
+@pytest.mark.asyncio
+async def test_a_nan_result_is_looked_at_again(iris: KernelWorkspace) -> None:
+    script = [Reply.code(NAN), Reply.code(RIGHT), Reply.text("It is 3.7.")]
+    recorder = Recorder()
+    with ScriptedModelServer(script) as server:
+        outcome = await run_loop(
+            iris,
+            server,
+            "mean petal length",
+            check_results=True,
+            recorder=recorder,
+            temperature=0,
+            fix_temperatures="0.7",
+        )
+        second = server.chat_requests[1]
+        sent = temperatures(server)
+    assert outcome.state is RunState.DONE, outcome.error
+    assert outcome.attempts == 2
+    told = last_user(second)
+    assert told.startswith("The cell ran (attempt 1 of 3), but its result looks wrong:\n")
+    assert "- a result is NaN (not a number): `mean petal length: nan`" in told
+    assert "If the result is right as it is, reply with the same code unchanged." in told
+    notices = [e["text"] for e in recorder.of("message") if e["role"] == "notice"]
+    assert any(
+        text.startswith(
+            f"{LOOK_AGAIN_NOTICE} (a result is NaN (not a number)); the model is "
+            "asked to look again (attempt 2/3)"
+        )
+        for text in notices
+    )
+    assert sent == [0, 0.7, 0]  # looking again is a fix: its temperature
+    cells = await iris.read_cells()
+    assert cells[-1].source == RIGHT
+
+
+@pytest.mark.asyncio
+async def test_the_model_may_keep_a_result_that_looks_wrong(iris: KernelWorkspace) -> None:
+    script = [Reply.code(NAN), Reply.code(NAN), Reply.text("It is NaN: nothing to average.")]
+    with ScriptedModelServer(script) as server:
+        outcome = await run_loop(
+            iris, server, "mean petal length", check_results=True, share_outputs=False
+        )
+        told = last_user(server.chat_requests[1])
+    assert outcome.state is RunState.DONE, outcome.error
+    assert outcome.reason == "answered"
+    assert outcome.attempts == 1  # kept: not run again
+    # Outputs not shared: what looks wrong, without the value that shows it.
+    assert "- a result is NaN (not a number)\n" in told
+    assert "mean petal length: nan" not in told
+
+
+@pytest.mark.asyncio
+async def test_a_swallowed_error_is_looked_at_within_max_attempts(iris: KernelWorkspace) -> None:
+    swallowed = "try:\n    iris['petal_len']\nexcept Exception as e:\n    print(f'Error: {e}')"
+    script = [Reply.code(swallowed, times=None), Reply.text("Could not.")]
+    with ScriptedModelServer(script) as server:
+        await run_loop(iris, server, "x", check_results=True, max_attempts=2, max_steps=1)
+        asked = [last_user(r) for r in server.chat_requests]
+    # Attempt 1 looks wrong: asked again (the model repeats it: kept); nothing more after.
+    assert len(asked) == 2
+    assert "- an error was printed although the cell did not fail" in asked[1]
+    assert "`Error: 'petal_len'`" in asked[1]
+
+
+@pytest.mark.asyncio
+async def test_results_that_look_wrong_pass_unnoticed_by_default(iris: KernelWorkspace) -> None:
+    script = [Reply.code(NAN), Reply.text("@mean[nan]")]
+    with ScriptedModelServer(script) as server:
+        outcome = await run_loop(iris, server, "mean petal length, as @mean[value]")
+        assert len(server.chat_requests) == 2
+    assert outcome.answer == "@mean[nan]"
+
+
+@pytest.mark.asyncio
+async def test_a_final_answer_that_looks_wrong_gets_one_more_look(iris: KernelWorkspace) -> None:
+    script = [
+        Reply.code(NAN),
+        Reply.code(NAN),  # kept
+        Reply.text("@mean[nan]"),
+        Reply.code(RIGHT, match="Your answer looks wrong"),
+        Reply.text("@mean[nan]"),  # and once only: this answer stands
+    ]
+    recorder = Recorder()
+    with ScriptedModelServer(script) as server:
+        outcome = await run_loop(
+            iris,
+            server,
+            "mean petal length, as @mean[value]",
+            check_results=True,
+            recorder=recorder,
+        )
+        asked = [last_user(r) for r in server.chat_requests]
+    assert outcome.state is RunState.DONE, outcome.error
+    assert outcome.answer == "@mean[nan]"
+    assert asked[3] == (
+        "Your answer looks wrong:\n- an answer's value cannot be right as written: `@mean[nan]`"
+        "\n\nCheck it: reply with the code of a cell that finds the cause, or, if the answer is "
+        "right as it is, state it again without a code block."
+    )
+    assert len(outcome.cells) == 2  # the look was a step of its own
+    assert len(asked) == 5
+
+
+# --- the inspecting first cell ---------------------------------------------------------------
+
+SALES = "item,price\napple,1.5\npear,2.25\nfig,3.0\n"
+
+
+@pytest_asyncio.fixture
+async def folder(tmp_path: Path) -> AsyncIterator[KernelWorkspace]:
+    (tmp_path / "sales.csv").write_text(SALES)
+    workspace = await KernelWorkspace.open(write_notebook(tmp_path / "s.ipynb", ["sales = 1"]))
+    try:
+        await workspace.restore()
+        yield workspace
+    finally:
+        await workspace.close()
+
+
+@pytest.mark.asyncio
+async def test_a_named_data_file_is_looked_at_first(folder: KernelWorkspace) -> None:
+    script = [Reply.code("print(sales_data.price.mean())"), Reply.text("2.25")]
+    recorder = Recorder()
+    with ScriptedModelServer(script) as server:
+        outcome = await run_loop(
+            folder,
+            server,
+            "What is the mean price in sales.csv?",
+            inspect_data=True,
+            recorder=recorder,
+        )
+        first = server.chat_requests[0]
+    assert outcome.state is RunState.DONE, outcome.error
+    cells = await folder.read_cells()
+    look = cells[1]
+    assert look.id == outcome.cells[0]
+    # `sales` is the user's: the frame gets another name.
+    assert look.source == (
+        f"{INSPECT_HEADER} (shape, columns and types, first rows)\n"
+        "import pandas as pd\n\n"
+        "sales_data = pd.read_csv('sales.csv')\n"
+        'print(f"sales_data: {sales_data.shape[0]} rows x {sales_data.shape[1]} columns")\n'
+        "print(sales_data.dtypes.to_string())\n"
+        "display(sales_data.head(5))"
+    )
+    assert look.metadata["jupyter_ci"]["step"] == 1
+    assert cells[2].outputs[0]["text"] == "2.25\n"
+    # The model saw the look before writing its own first cell.
+    assert [m["role"] for m in first.messages] == ["system", "user", "assistant", "user"]
+    assert INSPECT_HEADER in first.messages[2]["content"]
+    told = last_user(first)
+    assert told.startswith("jupyter-ci ran this first look at the data the request names")
+    assert "sales_data: 3 rows x 2 columns" in told
+    assert "price    float64" in told
+    assert "pear" in told
+    assert [e["step"] for e in recorder.of("cell_inserted")] == [1, 2]
+
+
+@pytest.mark.asyncio
+async def test_without_shared_outputs_the_look_shows_no_rows(folder: KernelWorkspace) -> None:
+    script = [Reply.code("print(sales_data.price.mean())"), Reply.text("2.25")]
+    with ScriptedModelServer(script) as server:
+        await run_loop(
+            folder, server, "mean price in sales.csv", inspect_data=True, share_outputs=False
+        )
+        first = server.chat_requests[0]
+    look = (await folder.read_cells())[1]
+    assert "(shape, columns and types)\n" in look.source
+    assert "display(" not in look.source
+    told = last_user(first)
+    assert "pear" not in str(first.messages)
+    assert "The data frames it looked at:" in told
+    assert "sales_data: pandas.DataFrame, shape (3, 2), columns item (" in told
+    assert "price (float64)" in told
+
+
+@pytest.mark.asyncio
+async def test_nothing_to_look_at_adds_no_cell(folder: KernelWorkspace) -> None:
+    script = [Reply.code("print(2)"), Reply.text("2")]
+    with ScriptedModelServer(script) as server:
+        # No file named (other.csv does not exist); by default, no look at all either.
+        outcome = await run_loop(folder, server, "read other.csv", inspect_data=True)
+        assert len(outcome.cells) == 1
+        assert not (await folder.read_cells())[1].source.startswith(INSPECT_HEADER)
+    with ScriptedModelServer(script) as server:
+        outcome = await run_loop(folder, server, "mean price in sales.csv")
+        assert not (await folder.read_cells())[-1].source.startswith(INSPECT_HEADER)
+
+
+@pytest.mark.asyncio
+async def test_a_frame_whose_rows_no_cell_shows_is_looked_at(iris: KernelWorkspace) -> None:
+    script = [Reply.code(RIGHT), Reply.text("3.7")]
+    with ScriptedModelServer(script) as server:
+        await run_loop(iris, server, "mean petal length of iris", inspect_data=True)
+        told = last_user(server.chat_requests[0])
+    look = (await iris.read_cells())[1]
+    assert "read_" not in look.source
+    assert "display(iris.head(5))" in look.source
+    assert "iris: 150 rows x 5 columns" in told
+
+
+def test_which_files_and_names() -> None:
+    files = ["sales.csv", "data/sales.csv", "notes.md", "data/q1.xlsx", "model.pkl"]
+    assert named_files("mean of sales.csv and data/q1.xlsx, see notes.md", files) == [
+        "sales.csv",
+        "data/q1.xlsx",
+    ]
+    assert named_files("the file presales.csv", files) == []
+    assert named_files("load model.pkl", files) == []
+    assert frame_name("2024 Sales-Q1.csv", []) == "data_2024_sales_q1"
+    assert frame_name("list.csv", []) == "list_data"  # a builtin
+    assert frame_name("pd.csv", []) == "pd_data"
+    assert frame_name("iris.csv", ["iris", "iris_data"]) == "iris_data_data"
+    assert re.fullmatch(r"\w+", frame_name("---.csv", []))
+
+
+def test_the_levers_in_the_kernel_too(tmp_path: Path) -> None:
+    """``%%ci`` running the loop inside the kernel (nbclient, no frontend): the same loop, so
+    the same levers, switched on by the magic's own flags."""
+    (tmp_path / "sales.csv").write_text(SALES)
+    nan = "import math\nprint('mean price:', math.nan)"
+    right = "print('mean price:', sales.price.mean())"
+    script = [
+        Reply.code(nan, match="first look at the data"),
+        Reply.code(right, match="its result looks wrong"),
+        Reply.text("The mean price is 2.25."),
+    ]
+    with ScriptedModelServer(script) as server:
+        setup = f"%load_ext jupyter_ci\n%ci --model openai/scripted --api-base {server.base_url}"
+        ask = "%%ci --inspect-data --check-results --fix-temperatures 0.5 mean price in sales.csv"
+        notebook = nbformat.v4.new_notebook()
+        notebook.cells = [nbformat.v4.new_code_cell(s) for s in (setup, ask, "print(len(sales))")]
+        client = NotebookClient(
+            notebook,
+            timeout=120,
+            kernel_name="python3",
+            resources={"metadata": {"path": str(tmp_path)}},
+        )
+        client.execute()
+        sent = temperatures(server)
+        first = last_user(server.chat_requests[0])
+    assert "sales: 3 rows x 2 columns" in first  # the look, in the kernel's own folder
+    assert sent == [None, 0.5, None]
+    said = "".join(o.get("text", "") for o in notebook.cells[1].outputs)
+    assert "The result looks wrong (a result is NaN (not a number))" in said
+    assert "done — 2 cells, 3 attempts" in said
+    # The frame the look loaded is the user's now: the next cell uses it.
+    assert notebook.cells[2].outputs[0]["text"] == "3\n"

@@ -1,0 +1,124 @@
+"""What looks wrong in a result that raised nothing: the rules, and what they leave alone."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from jupyter_ci.agent.suspicious import (
+    Concern,
+    answer_concerns,
+    describe_concerns,
+    output_concerns,
+    placeholders,
+)
+
+
+def out(text: str, name: str = "stdout") -> dict[str, Any]:
+    return {"output_type": "stream", "name": name, "text": text}
+
+
+def result(text: str, html: str | None = None) -> dict[str, Any]:
+    data = {"text/plain": text}
+    if html is not None:
+        data["text/html"] = html
+    return {"output_type": "execute_result", "data": data, "execution_count": 3, "metadata": {}}
+
+
+def kinds(outputs: list[dict[str, Any]], request: str = "") -> list[tuple[str, str]]:
+    return [(c.kind, c.evidence) for c in output_concerns(outputs, request)]
+
+
+@pytest.mark.parametrize(
+    ("outputs", "expected"),
+    [
+        ([out("mean close price: nan\n")], [("nan", "mean close price: nan")]),
+        ([out("r = NaN\n")], [("nan", "r = NaN")]),
+        ([result("nan")], [("nan", "nan")]),
+        ([result("np.float64(nan)")], [("nan", "np.float64(nan)")]),
+        ([result("<NA>")], [("nan", "<NA>")]),
+        ([out("ratio: inf\n")], [("inf", "ratio: inf")]),
+        ([out("Correlation = -inf\n")], [("inf", "Correlation = -inf")]),
+        (
+            [result("Empty DataFrame\nColumns: [a, b]\nIndex: []")],
+            [("empty", "Empty DataFrame")],
+        ),
+        (
+            [out("Series([], Name: fare, dtype: float64)\n")],
+            [("empty", "Series([], Name: fare, dtype: float64)")],
+        ),
+        ([out("Error: 'Close' not found\n")], [("swallowed", "Error: 'Close' not found")]),
+        (
+            [out("An error occurred: division by zero\n")],
+            [("swallowed", "An error occurred: division by zero")],
+        ),
+        (
+            [out("Error while reading data.csv: bad line\n")],
+            [("swallowed", "Error while reading data.csv: bad line")],
+        ),
+        ([out("KeyError: 'Close'\n", "stderr")], [("swallowed", "KeyError: 'Close'")]),
+        ([out("pandas.errors.ParserError: x\n")], [("swallowed", "pandas.errors.ParserError: x")]),
+        (
+            [out("Traceback (most recent call last):\n  File ...\nValueError: x\n", "stderr")],
+            [("swallowed", "Traceback (most recent call last):")],
+        ),
+        ([out("@mean_fare[nan]\n")], [("answer", "@mean_fare[nan]")]),
+        ([out("@mean_fare[{mean:.2f}]\n")], [("answer", "@mean_fare[{mean:.2f}]")]),
+        ([out("@mean_fare[]\n")], [("answer", "@mean_fare[]")]),
+        ([out("@mean_fare[None]\n")], [("answer", "@mean_fare[None]")]),
+    ],
+)
+def test_suspicious_results(outputs: list[dict[str, Any]], expected: list[tuple[str, str]]) -> None:
+    assert kinds(outputs) == expected
+
+
+@pytest.mark.parametrize(
+    "outputs",
+    [
+        # Data that holds NaN is data, not a result.
+        [out("   name  fare\n0   Ann   NaN\n1   Bob  39.3\n")],
+        [result("a    NaN\nb    1.0\ndtype: float64")],
+        [out("{'a': nan, 'b': 1.0}\n")],
+        [result("   x\n0 NaN", html='<table class="dataframe"><tr><td>NaN</td></tr></table>')],
+        # Words that merely contain "error", warnings, a right answer.
+        [out("Mean Squared Error: 0.25\n")],
+        [out("Error rate: 0.1\n")],
+        [out("error_count = 3\n")],
+        [out("/x.py:3: FutureWarning: the default will change\n", "stderr")],
+        [out("@mean_fare[34.65]\n")],
+        [out("infinite loop avoided; nancy: 3\n")],
+        [out("(no output)")],
+    ],
+)
+def test_what_is_left_alone(outputs: list[dict[str, Any]]) -> None:
+    assert kinds(outputs) == []
+
+
+def test_streams_are_read_as_the_notebook_shows_them() -> None:
+    """Writes to one stream are joined first: a line split across two prints still counts."""
+    assert kinds([out("mean: "), out("nan\n")]) == [("nan", "mean: nan")]
+
+
+def test_the_placeholder_of_the_request_format() -> None:
+    request = "Answer format: @mean_fare[mean_value], @count[value] an integer, @n[3]"
+    assert placeholders(request) == {"mean_fare": "mean_value", "count": "value", "n": "3"}
+    found = answer_concerns("@mean_fare[mean_value] @count[7] @n[3]", request)
+    assert found == [Concern("answer", "@mean_fare[mean_value]")]
+    # Without the request, a word is a value like any other.
+    assert answer_concerns("@mean_fare[mean_value]") == []
+    assert kinds([out("@count[value]\n")], request) == [("answer", "@count[value]")]
+
+
+def test_descriptions_with_and_without_the_evidence() -> None:
+    concerns = [Concern("nan", "mean: nan"), Concern("empty", "Empty DataFrame")]
+    assert describe_concerns(concerns) == (
+        "- a result is NaN (not a number): `mean: nan`\n"
+        "- a data frame or series is empty: `Empty DataFrame`"
+    )
+    assert describe_concerns(concerns, evidence=False) == (
+        "- a result is NaN (not a number)\n- a data frame or series is empty"
+    )
+    long = output_concerns([out("x: nan" + " " * 3 + "\n" + "Error: " + "y" * 300 + "\n")])
+    assert len(long[1].evidence) == 120
+    assert long[1].evidence.endswith("…")
