@@ -61,7 +61,7 @@ class InstantWorkspace:
     async def append_source(self, cell_id: str, text: str) -> None:
         return None
 
-    async def replace_source(self, cell_id: str, source: str) -> None:
+    async def replace_source(self, cell_id: str, source: str, *, undoable: bool = False) -> None:
         return None
 
     async def delete_cell(self, cell_id: str) -> None:

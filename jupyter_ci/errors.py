@@ -244,18 +244,33 @@ class ModelError(Fatal):
 
 
 class BudgetExceeded(Fatal):
-    """A run reached a cap: ``max_steps``, ``max_tokens_per_run`` or ``max_cost_per_run``."""
+    """A run reached a cap: ``max_steps``, ``max_tokens_per_run``, ``max_cost_per_run``, or the
+    size of one reply (``max_reply_chars``, not an option: :meth:`reply_too_long`)."""
 
     code = "budget_exceeded"
 
-    def __init__(self, cap: str, used: float, limit: float) -> None:
+    def __init__(
+        self, cap: str, used: float, limit: float, *, message: str = "", hint: str = ""
+    ) -> None:
         super().__init__(
-            f"Stopped at the {cap} cap: {used:g} used of {limit:g}.",
-            hint=f"Raise --{cap.replace('_', '-')} to allow more.",
+            message or f"Stopped at the {cap} cap: {used:g} used of {limit:g}.",
+            hint=hint or f"Raise --{cap.replace('_', '-')} to allow more.",
         )
         self.cap = cap
         self.used = used
         self.limit = limit
+
+    @classmethod
+    def reply_too_long(cls, chars: int, limit: int) -> BudgetExceeded:
+        """One reply of the model's passed ``limit`` characters as it streamed."""
+        return cls(
+            "max_reply_chars",
+            chars,
+            limit,
+            message=f"Stopped at the cap on one reply's size: the model's reply passed "
+            f"{limit:,} characters and was cut.",
+            hint="Ask for a smaller step; data the code needs belongs in a file it reads.",
+        )
 
     def _fields(self) -> dict[str, Any]:
         return {"cap": self.cap, "used": self.used, "limit": self.limit}

@@ -235,7 +235,7 @@ class CIMagics(Magics):
         """
         words = line.split()
         if words in (["--help"], ["-h"], ["help"]):
-            print(make_parser().format_help())
+            print(options_help())
             return
         if words == ["off"]:
             self.enabled = False
@@ -277,8 +277,11 @@ class CIMagics(Magics):
         """Turn the request in this cell into code cells run in this kernel.
 
         ``%%ci [options] request`` — the request is the rest of the line and the cell's body.
-        ``%ci --help`` lists the options.
+        ``%%ci --help`` (or ``%ci --help``) lists the options.
         """
+        if line.split()[:1] in (["--help"], ["-h"]):
+            print(options_help())
+            return
         if not self.is_enabled():
             print("jupyter-ci: %%ci is off here; nothing was done.")
             return
@@ -438,6 +441,11 @@ def parse_line(line: str) -> tuple[dict[str, Any], str | None, str]:
             f"--progress must be one of {', '.join(PROGRESS_CHOICES)}; got {progress!r}"
         )
     return given, progress, prompt
+
+
+def options_help() -> str:
+    """What ``%ci --help`` and ``%%ci --help`` print: every option of the magic."""
+    return make_parser().format_help()
 
 
 def make_parser() -> argparse.ArgumentParser:

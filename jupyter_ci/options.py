@@ -10,6 +10,7 @@ This module imports nothing beyond the standard library: ``%load_ext jupyter_ci`
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -114,7 +115,11 @@ def _to_int(value: Any) -> int:
 def _to_float(value: Any) -> float:
     if isinstance(value, bool):
         raise ValueError(value)
-    return float(value)
+    number = float(value)
+    if not math.isfinite(number):
+        # nan and inf parse as floats, and nan passes any "at least" check.
+        raise ValueError(value)
+    return number
 
 
 def _to_str(value: Any) -> str:
@@ -129,7 +134,12 @@ _CONVERTERS: dict[type, Callable[[Any], Any]] = {
     float: _to_float,
     str: _to_str,
 }
-_KIND_NAMES = {bool: "true or false", int: "a whole number", float: "a number", str: "a string"}
+_KIND_NAMES = {
+    bool: "true or false",
+    int: "a whole number",
+    float: "a finite number",
+    str: "a string",
+}
 
 
 OPTIONS: tuple[Option, ...] = (

@@ -643,6 +643,31 @@ async def test_a_rejected_cell_is_told_to_the_model_and_its_other_proposal_revie
     assert states[:4] == ["generating", "awaiting_approval", "generating", "awaiting_approval"]
 
 
+async def test_a_rejections_comment_goes_to_the_model_and_stays_in_the_conversation(
+    workspace: KernelWorkspace,
+) -> None:
+    answers = [ReviewDecision("reject", None, "use a dict, not a list"), ReviewDecision("run")]
+
+    async def approve(cell_id: str, source: str, diff: str) -> ReviewDecision:
+        return answers.pop(0)
+
+    script = [Reply.code("a = [1]"), Reply.code("a = {'one': 1}"), Reply.text("A dict.")]
+    recorder = Recorder()
+    with ScriptedModelServer(script) as server:
+        outcome = await run_loop(
+            workspace, server, "make a", mode="review", approve=approve, recorder=recorder
+        )
+        told = server.chat_requests[1].body["messages"][-1]["content"]
+    assert (outcome.state, outcome.reason) == (RunState.DONE, "answered")
+    assert told.startswith(
+        "The user rejected this cell without running it.\n\nTheir reason: use a dict, not a list"
+    ), told
+    [rejection] = [e for e in recorder.of("message") if e["role"] == "user"]
+    assert rejection["text"].startswith(
+        "I rejected the cell you proposed, without running it.\n\nMy reason: use a dict, not a list"
+    ), rejection["text"]
+
+
 async def test_a_cell_the_user_ran_while_it_awaited_review_counts_as_run(
     workspace: KernelWorkspace,
 ) -> None:

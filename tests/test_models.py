@@ -105,6 +105,16 @@ async def test_faults_become_clear_model_errors(fault: Fault, kind: str, words: 
 
 
 @pytest.mark.asyncio
+async def test_a_cleanly_ended_body_has_no_finish_reason_of_the_providers() -> None:
+    """litellm invents "stop" for a body that ends without one; the reply says none came."""
+    script = [Reply.fail(Fault.cut_stream(3, graceful=True), content="one two three four")]
+    with ScriptedModelServer(script) as server:
+        reply = await model_for(server).complete(MESSAGES)
+    assert reply.text == "one two "
+    assert reply.finish_reason is None
+
+
+@pytest.mark.asyncio
 async def test_rate_limit_is_retried_after_the_servers_delay() -> None:
     script = [Reply.fail(Fault.rate_limit(0.3)), Reply.text("ok now")]
     waits: list[tuple[float, int, int]] = []

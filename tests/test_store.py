@@ -375,11 +375,17 @@ async def test_latest_run_for_an_anchor(store: ConversationStore) -> None:
     assert other is not None
     assert other.run_id == "b-run"
     assert await store.latest_run_for_anchor(conversation.id, "ci-9") is None
+    # A panel request whose cells went after the same %%ci cell is not that cell's request.
+    await store.start_run(conversation.id, "panel-after", "hist", {}, "ci-1", "panel")
+    latest = await store.latest_run_for_anchor(conversation.id, "ci-1")
+    assert latest is not None
+    assert latest.run_id == "second"
     assert [r.run_id for r in await store.runs(conversation.id)] == [
         "first",
         "other-cell",
         "second",
         "panel",
+        "panel-after",
     ]
 
 

@@ -243,6 +243,9 @@ class AgentRun(Retrying):
         messages, target = await self.conversation.fix_opening(
             self.workspace, cell_id, self._digest
         )
+        # The user's own run failed; the fix is this run's first try of the cell (attempt 1 of
+        # max_attempts), and every later count follows from it.
+        self._attempt = 0
         self._move(RunState.FIXING)
         reply, fixed, _ = await self._generate(messages, stream_after=NO_STREAM)
         messages.append({"role": "assistant", "content": reply.text or fixed or ""})
@@ -274,10 +277,10 @@ class AgentRun(Retrying):
             if self.settings.mode == "review" and not approved:
                 try:
                     source, ran = await self._review(cell_id, source, attempt)
-                except _Rejected:
+                except _Rejected as rejected:
                     rejections += 1
                     source = await self._propose_instead(
-                        cell_id, source, messages, rejections, attempt
+                        cell_id, source, messages, rejections, attempt, rejected.comment
                     )
                     continue
             approved = False

@@ -2,13 +2,16 @@
 
 :class:`ModelCalls` sends a run's messages, retries once with a smaller prompt when the model
 says it did not fit, adds up the usage (announced after every call), enforces
-``max_tokens_per_run`` before and after each call and ``max_cost_per_run`` after it, and can be
-cancelled (Stop closes the HTTP stream). :func:`code_of` is the code a reply holds.
+``max_tokens_per_run`` before each call and while its reply streams (the streamed text counted as
+it comes), a cap on one reply's size (:data:`MAX_REPLY_CHARS`, also while it streams; at either
+cap the stream is closed) and ``max_cost_per_run`` after each call, and can be cancelled (Stop
+closes the HTTP stream). :func:`code_of` is the code a reply holds.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +21,10 @@ from ..settings import Settings
 from .extract import code_from_tool_arguments, extract_code
 from .messages import Conversation
 from .outcome import usage_dict
+
+#: The most characters one reply may stream before it is cut (a cap of its own, besides
+#: ``max_tokens_per_run``: a reply far past any cell's size is garbage or an attack).
+MAX_REPLY_CHARS = 200_000
 
 #: The tool through which a model that calls tools hands over a cell's code.
 RUN_PYTHON_TOOL: dict[str, Any] = {
@@ -40,6 +47,41 @@ def code_of(reply: ModelReply) -> str | None:
         if call.name == "run_python":
             return code_from_tool_arguments(call.arguments)
     return extract_code(reply.text).code
+
+
+def reply_is_complete(reply: ModelReply) -> bool:
+    """Whether a reply came whole: the provider's own finish reason came on the wire, or, when
+    none did, the reply shows its own end (its code block closed, or its tool calls' arguments
+    complete JSON).
+
+    A provider may end the body cleanly in the middle of a reply (no finish reason, no
+    ``[DONE]``): code cut short must never run, and prose cut short is not an answer.
+    """
+    if reply.finish_reason:
+        return True
+    if reply.tool_calls:
+        return all(_complete_json(call.arguments) for call in reply.tool_calls)
+    found = extract_code(reply.text)
+    return found.code is not None and not _OPEN_ENDED.intersection(found.repairs)
+
+
+#: Repairs of a reply whose code may run on past what came: a fence never closed, or bare code.
+_OPEN_ENDED = frozenset({"unclosed_fence", "bare_code"})
+
+
+def _cancelling() -> bool:
+    """Whether the running task itself is being cancelled (Python 3.11+ can tell)."""
+    task = asyncio.current_task()
+    cancelling = getattr(task, "cancelling", None)
+    return bool(cancelling is not None and cancelling())
+
+
+def _complete_json(text: str) -> bool:
+    try:
+        json.loads(text, strict=False)
+    except ValueError:
+        return False
+    return True
 
 
 class ModelCalls:
@@ -67,6 +109,8 @@ class ModelCalls:
         #: What the run's calls used so far.
         self.usage = TokenUsage()
         self._task: asyncio.Task[ModelReply] | None = None
+        #: The cap the call in progress reached as its reply streamed (its stream is closed).
+        self._capped: BudgetExceeded | None = None
         self._cost_notice_given = False
 
     def cancel(self) -> None:
@@ -87,11 +131,25 @@ class ModelCalls:
         """
         self._check_tokens(messages)
         self._check_cost()
-        streamed: list[str] = []
+        before = self.usage.total_tokens + self.conversation.prompt_tokens(messages)
+        cap = self.settings.max_tokens_per_run
+        chars = tokens = 0
+        self._capped = None
 
         def heard(text: str) -> None:
-            streamed.append(text)
-            if on_text is not None:
+            # The caps hold while the reply streams: at either, the stream is closed.
+            nonlocal chars, tokens
+            if self._capped is not None:
+                return
+            chars += len(text)
+            tokens += self.model.count_tokens(text)
+            if chars > MAX_REPLY_CHARS:
+                self._capped = BudgetExceeded.reply_too_long(chars, MAX_REPLY_CHARS)
+            elif cap and before + tokens > cap:
+                self._capped = BudgetExceeded("max_tokens_per_run", before + tokens, cap)
+            if self._capped is not None:
+                self.cancel()
+            elif on_text is not None:
                 on_text(text)
 
         try:
@@ -106,8 +164,8 @@ class ModelCalls:
                 elif err.kind != "empty_reply":
                     raise
                 reply = await self._again(messages, heard, temperature)
-        except asyncio.CancelledError:
-            self._count_unfinished(messages, "".join(streamed))
+        except (asyncio.CancelledError, BudgetExceeded):
+            self._count_unfinished(messages, tokens)
             raise
         self.usage = self.usage + reply.usage
         self._emit("usage", usage=usage_dict(self.usage))
@@ -126,9 +184,16 @@ class ModelCalls:
             )
         )
         try:
-            return await self._task
+            reply = await self._task
+        except asyncio.CancelledError:
+            if self._capped is not None and not _cancelling():
+                raise self._capped from None
+            raise
         finally:
             self._task = None
+        if not reply_is_complete(reply):
+            raise ModelError("bad_reply", "The model's reply stream ended before it was complete.")
+        return reply
 
     async def _again(
         self, messages: list[dict[str, Any]], on_text: Any, temperature: float | None = None
@@ -158,16 +223,12 @@ class ModelCalls:
             )
         return ModelError("empty_reply", "The model sent an empty reply, twice.", hint=hint)
 
-    def _count_unfinished(self, messages: list[dict[str, Any]], streamed: str) -> None:
-        """A call stopped midway costs what it streamed: counted as an estimate."""
-        if not streamed:
+    def _count_unfinished(self, messages: list[dict[str, Any]], tokens: int) -> None:
+        """A call stopped midway (Stop, a cap) costs the ``tokens`` it streamed: counted as an
+        estimate."""
+        if not tokens:
             return
-        spent = TokenUsage(
-            self.conversation.prompt_tokens(messages),
-            self.model.count_tokens(streamed),
-            None,
-            estimated=True,
-        )
+        spent = TokenUsage(self.conversation.prompt_tokens(messages), tokens, None, estimated=True)
         self.usage = self.usage + spent
         self._emit("usage", usage=usage_dict(self.usage))
 

@@ -150,8 +150,10 @@ class RunOutcome:
         return f"{PREFIX}{end_words(self.state, self.reason)} — {numbers}"
 
 
-def rejection_text(source: str) -> str:
-    """What the conversation keeps when the user rejects a proposed cell in review mode."""
+def rejection_text(source: str, comment: str | None = None) -> str:
+    """What the conversation keeps when the user rejects a proposed cell in review mode (with
+    their reason, if they gave one)."""
     code = source.rstrip("\n")
     shown = f"\n\n```python\n{code}\n```" if code else ""
-    return f"I rejected the cell you proposed, without running it.{shown}"
+    reason = f"\n\nMy reason: {comment}" if comment else ""
+    return f"I rejected the cell you proposed, without running it.{reason}{shown}"

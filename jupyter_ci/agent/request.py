@@ -8,8 +8,8 @@ re-exports them all.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..settings import Settings
@@ -20,10 +20,13 @@ EventCallback = Callable[[dict[str, Any]], None]
 
 @dataclass(frozen=True)
 class ReviewDecision:
-    """The user's answer to a cell awaiting approval: ``run`` (maybe edited) or ``reject``."""
+    """The user's answer to a cell awaiting approval: ``run`` (maybe edited), ``ran`` (they ran
+    it themselves) or ``reject``, with the user's comment on a Reject (their reason, for the
+    model), if they gave one."""
 
     decision: str
     source: str | None = None
+    comment: str | None = None
 
 
 #: Asked, in review mode, for each new or fixed cell: (cell id, source, diff) → decision.
@@ -36,8 +39,12 @@ class RunRequest:
 
     prompt: str
     settings: Settings
-    #: Generated cells go after this cell (the ``%%ci`` cell); None: at the end of the notebook.
+    #: Generated cells go after this cell (the ``%%ci`` cell, or where the panel's next cells go);
+    #: None: at the end of the notebook. A place only: it says nothing of whose cells they are.
     anchor_id: str | None = None
+    #: The ``%%ci`` cell whose request this is (None for the panel's): its generated cells carry
+    #: it in their metadata hint. Which cells a run made is the run record's, never a position.
+    origin_cell_id: str | None = None
     #: Earlier messages of this notebook's conversation (user/assistant turns).
     history: Sequence[dict[str, Any]] = ()
     #: "Fix with jupyter-ci": the cell whose code the run fixes in place (no new cells).
@@ -48,6 +55,11 @@ class RunRequest:
     attached_cells: tuple[str, ...] = ()
     #: Notices the notebook's conversation already holds: said once, not again every run.
     said: frozenset[str] = frozenset()
+    #: Cells of an earlier answer of the same ``%%ci`` that this run's first new cell replaces
+    #: (``--regenerate``, or asking again after a failure), by id, with the hash of the source
+    #: the record holds for each: only a cell whose source still has it (unedited) is deleted,
+    #: checked when the new cell comes, so a cell the user edits meanwhile is kept.
+    replaces: Mapping[str, str] = field(default_factory=dict)
     #: The project's instructions, as the system prompt carries them ('' for none; see
     #: :mod:`jupyter_ci.agent.instructions`).
     instructions: str = ""

@@ -24,12 +24,14 @@ class Reviewing(Generating):
         """Wait for the user's decision on the cell: its code to run (their edit, if they made
         one) and whether they ran it themselves already (decision ``ran``)."""
         assert self.approve is not None
+        # The cell waits as the try it is about to be (a fix waits as the next attempt).
+        self._attempt = attempt
         self._move(RunState.AWAITING_APPROVAL)
         decision = await self.approve(cell_id, source, "")
         if decision.decision == "reject":
             # The user's word, kept in the conversation so later requests know it too.
-            self.emit("message", role="user", text=rejection_text(source))
-            raise _Rejected()
+            self.emit("message", role="user", text=rejection_text(source, decision.comment))
+            raise _Rejected(decision.comment)
         if decision.source is not None and decision.source != source:
             await self.cells.rewrite(cell_id, source, decision.source, attempt, cause="edited")
             return decision.source, decision.decision == "ran"
@@ -42,9 +44,11 @@ class Reviewing(Generating):
         messages: list[dict[str, Any]],
         rejections: int,
         attempt: int,
+        comment: str | None = None,
     ) -> str:
-        """After the user rejected a cell: tell the model, and put its other proposal into the
-        same (unrun) cell, shown as a diff and reviewed again; returns it.
+        """After the user rejected a cell: tell the model (with the user's reason, if they gave
+        one), and put its other proposal into the same (unrun) cell, shown as a diff and
+        reviewed again; returns it.
 
         The run ends ("rejected") when the model answers in prose instead, or once the cell was
         rejected ``max_attempts`` times (the model is not asked again).
@@ -52,7 +56,8 @@ class Reviewing(Generating):
         if rejections >= self.settings.max_attempts:
             raise _Finish(RunState.DONE, "rejected")
         self._move(RunState.GENERATING)
-        messages.append({"role": "user", "content": render("cell_rejected", comment="")})
+        said = f"\n\nTheir reason: {comment}" if comment else ""
+        messages.append({"role": "user", "content": render("cell_rejected", comment=said)})
         reply, code, _ = await self._generate(messages, stream_after=NO_STREAM)
         messages.append({"role": "assistant", "content": reply.text or code or ""})
         if code is None:

@@ -62,7 +62,11 @@ class _Finish(Exception):
 
 
 class _Rejected(Exception):
-    """Internal: the user rejected the cell awaiting approval."""
+    """Internal: the user rejected the cell awaiting approval (``comment``: their reason)."""
+
+    def __init__(self, comment: str | None = None) -> None:
+        super().__init__("rejected")
+        self.comment = comment
 
 
 #: How a run ends when a cell ends with the kernel gone and nobody asked for it.
@@ -123,7 +127,9 @@ class RunBase:
             notice=self._notice,
             on_wait=self._waiting,
         )
-        self.cells = RunCells(workspace, self.run_id, request.anchor_id, self.emit)
+        self.cells = RunCells(
+            workspace, self.run_id, request.origin_cell_id, self.emit, request.replaces
+        )
         self.files = FileWatch(workspace, self.emit)
         self.attempts = 0
         self.notices: list[str] = []
@@ -156,28 +162,45 @@ class RunBase:
             return
         self.machine.advance(state, reason)
         self._reason = reason
-        self.emit("state", state=state.value, reason=reason, text=self._live_text())
+        self._emit_state(reason, self._live_text())
 
-    def _live_text(self) -> str:
-        """The status line of the run's current state."""
+    def _count(self) -> tuple[int | None, int | None]:
+        """The attempt the current state is about (the one being written while fixing) and the
+        run's limit; (None, None) when it is about no one try."""
         state = self.machine.state
         attempt = self._attempt
         if state is RunState.FIXING and attempt is not None:
             attempt += 1  # the attempt being written
         if state is RunState.GENERATING:
             attempt = None
-        max_attempts = self.settings.max_attempts if attempt is not None else None
-        return live_line(state, attempt, max_attempts, self._reason, agent=self.agent)
+        return attempt, self.settings.max_attempts if attempt is not None else None
+
+    def _live_text(self) -> str:
+        """The status line of the run's current state."""
+        attempt, max_attempts = self._count()
+        return live_line(self.machine.state, attempt, max_attempts, self._reason, agent=self.agent)
+
+    def _emit_state(self, reason: str, text: str) -> None:
+        # The count travels with the line, so every view says the same (the panel's steps,
+        # the cell's badge, the %%ci status): one count, the loop's.
+        attempt, max_attempts = self._count()
+        self.emit(
+            "state",
+            state=self.machine.state.value,
+            reason=reason,
+            text=text,
+            attempt=attempt,
+            max_attempts=max_attempts,
+        )
 
     def _waiting(self, seconds: float, retry: int, retries: int) -> None:
         """The model waits before a retry (rate limited): the status line says so, and goes
         back to the state's own once the wait is over. The state does not change (the events'
         reason, RATE_LIMITED, tells clients not to take them for a new step)."""
-        state = self.machine.state
-        if state.terminal:
+        if self.machine.state.terminal:
             return
         text = rate_limited_line(seconds, retry, retries) if seconds > 0 else self._live_text()
-        self.emit("state", state=state.value, reason=RATE_LIMITED, text=text)
+        self._emit_state(RATE_LIMITED, text)
 
     def _notice(self, text: str) -> None:
         if text in self.request.said or text in self.notices:

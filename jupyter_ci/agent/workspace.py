@@ -100,12 +100,18 @@ class Workspace(Protocol):
         """Append streamed text to a cell's source (outside the undo history where there is one)."""
         ...
 
-    async def replace_source(self, cell_id: str, source: str) -> None:
-        """Replace a cell's whole source (a fix; the loop has shown the diff)."""
+    async def replace_source(self, cell_id: str, source: str, *, undoable: bool = False) -> None:
+        """Replace a cell's whole source (a fix; the loop has shown the diff).
+
+        ``undoable``: the cell is the user's (a fix of their cell), and the change goes into its
+        undo history where there is one (one Ctrl+Z in the editor brings their code back);
+        otherwise it stays out of it, as streamed code does.
+        """
         ...
 
     async def delete_cell(self, cell_id: str) -> None:
-        """Delete a cell the run generated (``--regenerate``; a cell stopped before any code)."""
+        """Delete a generated cell (an unedited cell of the ``%%ci``'s earlier answer its new one
+        replaces; a cell stopped before any code)."""
         ...
 
     async def run_cell(

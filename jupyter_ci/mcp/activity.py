@@ -265,7 +265,7 @@ class McpRun(AgentRun):
             self.began = time.monotonic()
 
     def _noting(self, approve: Approver) -> Approver:
-        """The approver, keeping the user's decision (a Reject's comment, when there is one)."""
+        """The approver, keeping the user's decision (for a Reject's comment)."""
 
         async def noted(cell_id: str, source: str, diff: str) -> ReviewDecision:
             self._decision = await approve(cell_id, source, diff)
@@ -274,8 +274,8 @@ class McpRun(AgentRun):
         return noted
 
     def _comment(self) -> str | None:
-        comment = getattr(self._decision, "comment", None)
-        return str(comment) if comment else None
+        """The user's comment on their Reject, if they wrote one."""
+        return (self._decision.comment or None) if self._decision is not None else None
 
     async def _settle(self, outcome: CallOutcome) -> None:
         """The call's outcome; then what it did is put on disk (the call need not wait)."""

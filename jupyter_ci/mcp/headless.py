@@ -35,7 +35,7 @@ from ..agent.workspace import Cell, Execution, Variable
 from ..errors import BadNotebookFile, JupyterCIError, KernelDied, NotebookUnavailable
 from ..execution.status import CellStatus
 from ..workspaces.kernel import KernelWorkspace
-from ..workspaces.notebook_file import ensure_cell_ids, new_cell_id
+from ..workspaces.notebook_file import new_cell_id, with_cell_ids
 
 log = logging.getLogger("jupyter_ci.mcp")
 
@@ -146,7 +146,7 @@ class NotebookFile:
             return known[1]
         model = await self.model(content=True)
         notebook = model["content"]
-        ensure_cell_ids(notebook)
+        with_cell_ids(notebook)
         self._state.parsed = (_version(model), notebook)
         return notebook
 
@@ -404,8 +404,9 @@ class FileWorkspace:
         per piece)."""
         self._appended[cell_id] = self._appended.get(cell_id, "") + text
 
-    async def replace_source(self, cell_id: str, source: str) -> None:
-        """Replace the cell's source and write the file."""
+    async def replace_source(self, cell_id: str, source: str, *, undoable: bool = False) -> None:
+        """Replace the cell's source and write the file (a file has no undo history:
+        ``undoable`` changes nothing; the change's diff is in the call's result)."""
         self._appended.pop(cell_id, None)
         await self._flush()
 

@@ -323,7 +323,6 @@ class Notebooks:
             on_event: EventCallback,
             approve: Approver,
         ) -> McpRun:
-            workspace.undoable_edits = True
             run = McpRun(
                 request, workspace, agent=agent, run_id=run_id, on_event=on_event, approve=approve
             )

@@ -51,7 +51,12 @@ class ToolCallRequest:
 
 @dataclass(frozen=True)
 class ModelReply:
-    """One complete reply from the model."""
+    """One reply from the model, as streamed.
+
+    ``finish_reason`` is the provider's own (``"stop"``, ``"length"``, ``"tool_calls"``...), None
+    when none came on the wire: then whether the reply is whole is read from the reply itself
+    (:func:`jupyter_ci.agent.model_calls.reply_is_complete`).
+    """
 
     text: str
     tool_calls: tuple[ToolCallRequest, ...] = ()

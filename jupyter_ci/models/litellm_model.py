@@ -259,10 +259,11 @@ class LiteLLMModel:
         if not text.strip() and not tool_calls:
             # Why is not known here: the caller retries once, then says what it knows.
             raise ModelError("empty_reply", "The model sent an empty reply.")
-        if finish_reason is None:
-            raise ModelError("bad_reply", "The model's reply stream ended before it was complete.")
         return ModelReply(
-            text, tool_calls, self._usage(litellm, usage, messages, text), finish_reason
+            text,
+            tool_calls,
+            self._usage(litellm, usage, messages, text),
+            _provider_finish_reason(stream, finish_reason),
         )
 
     def _usage(
@@ -353,6 +354,21 @@ def _was_reset(exc: BaseException) -> bool:
             return True
         current = current.__cause__ or current.__context__
     return False
+
+
+def _provider_finish_reason(stream: Any, seen: str | None) -> str | None:
+    """The finish reason the provider itself sent, None when none came on the wire.
+
+    When a body ends cleanly without one, litellm's stream wrapper invents ``"stop"`` (the
+    ``seen`` of the last chunk); it keeps what the provider sent in ``received_finish_reason``
+    (and ``intermittent_finish_reason``). ``tests/test_models.py`` checks both readings, so a
+    litellm release that renames them is caught.
+    """
+    if seen is None:
+        return None
+    own = getattr(stream, "received_finish_reason", None)
+    own = own or getattr(stream, "intermittent_finish_reason", None)
+    return own if isinstance(own, str) and own else None
 
 
 def _merge_tool_call(calls: dict[int, dict[str, str]], delta: Any) -> None:

@@ -70,7 +70,8 @@ class ReplaceSourceCall(CallBase):
 
 
 class DeleteCellCall(CallBase):
-    """Delete an unedited generated cell (``--regenerate``)."""
+    """Delete an unedited generated cell (an earlier answer replaced; begun, but empty, at
+    Stop)."""
 
     method: Literal["delete_cell"]
     cell_id: str

@@ -4,7 +4,7 @@
 
 from typing import Literal
 
-from typing_extensions import TypedDict
+from typing_extensions import NotRequired, TypedDict
 
 from .records import (
     CellStatusName,
@@ -31,6 +31,8 @@ class StateEvent(EventBase):
     state: RunStateName
     reason: str
     text: str
+    attempt: NotRequired[int | None]
+    max_attempts: NotRequired[int | None]
 
 
 class TokenEvent(EventBase):
@@ -64,7 +66,8 @@ class CellUpdatedEvent(EventBase):
 
 
 class CellDeletedEvent(EventBase):
-    """A cell the run had inserted is gone again (begun, but empty, at Stop)."""
+    """A generated cell the run deleted (begun, but empty, at Stop; or an unedited cell of the
+    ``%%ci``'s earlier answer its first new cell replaces)."""
 
     type: Literal["cell_deleted"]
     cell_id: str

@@ -73,6 +73,7 @@ class ReviewRequest(TypedDict):
     cell_id: str
     decision: Literal["run", "reject", "ran"]
     source: str | None
+    comment: NotRequired[str | None]
 
 
 class ReplayRequest(TypedDict):

@@ -16,6 +16,7 @@ from typing import Any
 
 from .. import protocol
 from .._version import __version__
+from ..agent.request import ReviewDecision
 from .expectations import HandoffExpectations
 from .hub import ClientTaken, Connection, HelloRefused, Hub
 from .paths import BadPath, notebook_path
@@ -186,12 +187,12 @@ class Dispatcher:
                 await self.manager.stop(client_id, str(message["run_id"]))
                 self._accept(connection, message, run_id=str(message["run_id"]))
             elif kind == "review":
+                comment = str(message.get("comment") or "").strip() or None
                 self.manager.review(
                     client_id,
                     str(message["run_id"]),
                     str(message["cell_id"]),
-                    str(message["decision"]),
-                    message.get("source"),
+                    ReviewDecision(str(message["decision"]), message.get("source"), comment),
                 )
                 self._accept(connection, message, run_id=str(message["run_id"]))
             elif kind == "preview":

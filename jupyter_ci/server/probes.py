@@ -3,7 +3,7 @@
 A probe is a :class:`~jupyter_ci.server.lab.workspace.LabWorkspace` over the tab's notebook with a
 call channel of its own, for as long as the check takes. :func:`preview` shows exactly what a
 request would send to the model first (nothing is sent); :func:`previous_cells` decides whether a
-re-run ``%%ci`` asks the model again, from the run record.
+re-run ``%%ci`` asks the model again, and what its new answer replaces, from the run record.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..agent.loop import AgentRun, RunRequest
@@ -86,6 +87,18 @@ async def preview(
     }
 
 
+@dataclass(frozen=True)
+class Rerun:
+    """What a re-run ``%%ci`` does: ask the model again or not, what it tells the user first,
+    and which cells of its earlier answer the new one replaces (by id, with the hash the record
+    holds for each: the run deletes one only if its source still has it, when its first new
+    cell comes)."""
+
+    generate: bool
+    note: str = ""
+    replaces: dict[str, str] = field(default_factory=dict)
+
+
 async def previous_cells(
     probes: Probes,
     recorder: RunRecorder,
@@ -93,51 +106,70 @@ async def previous_cells(
     notebook_path: str,
     anchor: str,
     regenerate: bool,
-) -> tuple[bool, str]:
-    """Whether to generate for a ``%%ci`` cell again, and a note for the user.
+) -> Rerun:
+    """Whether to ask the model again for a ``%%ci`` cell, what to say first, and what the new
+    answer replaces.
 
-    What the anchor's last run left in the notebook decides. The run record (cell ids and source
-    hashes) is the truth; cell metadata is only a hint (copy and paste duplicates it, and a
-    pasted copy has a new id: it is the user's).
+    The record of the cell's own last request decides (a panel request whose cells went after the
+    same cell is not that request): which cells it made (ids and source hashes; cell metadata is
+    only a hint: copy and paste duplicates it, and a pasted copy has a new id: it is the user's),
+    and how it ended. While its cells are still in the notebook the model is not asked again,
+    whether the request was done or stopped, unless ``--regenerate`` says so; a request that
+    failed (a cell still failing, a missing package) is asked again. Either way the note says
+    what will happen before it does, and only the unedited cells are replaced (an install a
+    request proposed stays).
     """
     record = await recorder.last_run_at(notebook_path, anchor)
     if record is None or not record.cells:
-        return True, ""
-    # A request that did not get done (a cell failed, a package was missing, it was stopped):
-    # running its %%ci again asks again, replacing what it left (an install it proposed stays).
-    unfinished = record.state != "done"
-    regenerate = regenerate or unfinished
+        return Rerun(True)
+    failed = record.state == "failed"
     try:
         with probes.workspace(client_id, notebook_path) as workspace:
             sources = {cell.id: cell.source for cell in await workspace.read_cells()}
-            present = [cell for cell in record.cells if cell.cell_id in sources]
-            if not present:
-                return True, ""
-            if not regenerate:
-                count = len(present)
-                return False, (
-                    f"The {count} cell{'s' if count != 1 else ''} this %%ci generated "
-                    f"{'are' if count != 1 else 'is'} still below it: not asking the model "
-                    "again. Use %%ci --regenerate to replace them (cells you edited are kept)."
-                )
-            unedited = [
-                c
-                for c in present
-                if source_hash(sources[c.cell_id]) == c.source_hash
-                and not c.source.startswith("%pip install")
-            ]
-            for cell in unedited:
-                await workspace.delete_cell(cell.cell_id)
     except JupyterCIError as err:
         raise RunRefused(
             "notebook_unavailable", f"Could not read the notebook: {err.message}"
         ) from None
-    kept = len(present) - len(unedited)
-    note = f"Replaced {len(unedited)} generated cell{'s' if len(unedited) != 1 else ''}"
-    note += f"; kept {kept} you edited or ran to install." if kept else "."
-    if unfinished:
-        words = reason_words().get(record.reason, record.reason)
-        note = (
-            f"The last request here did not finish ({record.state}: {words}): asking again. {note}"
+    present = [cell for cell in record.cells if cell.cell_id in sources]
+    if not present:
+        return Rerun(True)
+    if not regenerate and not failed:
+        lead = (
+            "This %%ci's request was stopped; the {} it generated"
+            if record.state == "stopped"
+            else "The {} this %%ci generated"
+        ).format(_cells(len(present)))
+        return Rerun(
+            False,
+            f"{lead} {_are(len(present))} still below it: not asking the model again. "
+            "Use %%ci --regenerate to replace them (cells you edited are kept).",
         )
-    return True, note
+    replaces = {
+        c.cell_id: c.source_hash
+        for c in present
+        if source_hash(sources[c.cell_id]) == c.source_hash
+        and not c.source.startswith("%pip install")
+    }
+    kept = len(present) - len(replaces)
+    if replaces:
+        plan = (
+            f"the {_cells(len(replaces))} it left below will be replaced by the new answer "
+            f"unless you edit {'it' if len(replaces) == 1 else 'them'} first"
+        )
+        plan += f"; {_cells(kept)} you edited or ran to install {_are(kept)} kept." if kept else "."
+    else:
+        plan = f"the {_cells(kept)} it left below {_are(kept)} kept (you edited them)."
+    if failed:
+        words = reason_words().get(record.reason, record.reason)
+        note = f"The last request here failed ({words}): asking again; {plan}"
+    else:
+        note = f"Asking again (--regenerate): {plan}"
+    return Rerun(True, note, replaces)
+
+
+def _cells(count: int) -> str:
+    return "1 cell" if count == 1 else f"{count} cells"
+
+
+def _are(count: int) -> str:
+    return "is" if count == 1 else "are"

@@ -25,7 +25,7 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..agent.instructions import server_instructions
@@ -184,9 +184,9 @@ class RunManager:
     async def start(self, client_id: str, request: Mapping[str, Any]) -> StartResult:
         """Start (or queue) a run for a ``start_run`` request.
 
-        A ``%%ci`` (origin ``magic``) whose earlier run's generated cells are still in the
-        notebook starts no run (the result says so), unless ``regenerate`` asks to replace the
-        unedited ones. Raises :class:`RunRefused` with what to do when the request cannot run.
+        A ``%%ci`` (origin ``magic``) whose own earlier request's cells are still there starts
+        no run (the result says so), unless asked again (see :func:`.probes.previous_cells`).
+        Raises :class:`RunRefused` with what to do when the request cannot run.
 
         A handoff nonce is taken once: another tab sending it is refused; the tab that took it
         gets the same answer again (its connection dropped before the reply reached it).
@@ -270,13 +270,17 @@ class RunManager:
             )
         settings, model = self._settings_and_model(request)
         note = ""
+        replaces: dict[str, str] = {}
         anchor = request.get("anchor_cell_id")
         if origin == "magic" and isinstance(anchor, str) and anchor:
+            # This %%ci's own request, never a panel request placed after the same cell.
             busy = next(
                 (
                     r
                     for r in lane
-                    if r.notebook_path == notebook_path and r.anchor_cell_id == anchor
+                    if r.origin == "magic"
+                    and r.notebook_path == notebook_path
+                    and r.anchor_cell_id == anchor
                 ),
                 None,
             )
@@ -290,17 +294,14 @@ class RunManager:
                     note="This %%ci's request is still going: following it, not asking again. "
                     "Stop it to ask again.",
                 )
-            generate, note = await previous_cells(
-                self.probes,
-                self.recorder,
-                client_id,
-                notebook_path,
-                anchor,
-                bool(request.get("regenerate")),
+            regenerate = bool(request.get("regenerate"))
+            rerun = await previous_cells(
+                self.probes, self.recorder, client_id, notebook_path, anchor, regenerate
             )
-            if not generate:
-                return StartResult(None, note=note)
-        run = await self._create(client_id, request, settings, model, origin)
+            if not rerun.generate:
+                return StartResult(None, note=rerun.note)
+            note, replaces = rerun.note, rerun.replaces
+        run = await self._create(client_id, request, settings, model, origin, replaces)
         lane.append(run)
         position = len(lane) - 1
         self.log.info(
@@ -336,9 +337,7 @@ class RunManager:
             run = self._owned(client_id, run_id)
         self._stop(run, "user", StoppedByUser())
 
-    def review(
-        self, client_id: str, run_id: str, cell_id: str, decision: str, source: str | None
-    ) -> None:
+    def review(self, client_id: str, run_id: str, cell_id: str, answer: ReviewDecision) -> None:
         """The user's answer to a cell awaiting approval, from the tab that owns the run."""
         run = self._owned(client_id, run_id)
         future = run.reviews.get(cell_id)
@@ -348,7 +347,7 @@ class RunManager:
                 "That cell is not waiting for a review.",
                 hint="It may have been answered already, or the run ended.",
             )
-        future.set_result(ReviewDecision(decision, source))
+        future.set_result(answer)
 
     async def replay(self, client_id: str, run_id: str, after_seq: int) -> list[dict[str, Any]]:
         """The run's events after ``after_seq``: held in memory, else as the store has them.
@@ -510,7 +509,7 @@ class RunManager:
                 hint="Start or select a kernel for the notebook, then ask again.",
             )
         request = {"notebook_path": notebook_path, "kernel_id": kernel_id, "prompt": prompt}
-        run = await self._create(client_id, request, settings, None, origin, drive=drive)
+        run = await self._create(client_id, request, settings, None, origin, {}, drive=drive)
         self._free.append(run)
         self._launch(run)
         self._announce()
@@ -542,6 +541,7 @@ class RunManager:
         settings: Settings,
         model: Model | None,
         origin: str,
+        replaces: Mapping[str, str],
         *,
         drive: RunFactory | None = None,
     ) -> ManagedRun:
@@ -557,7 +557,12 @@ class RunManager:
         else:
             history = await self.recorder.history(notebook_path)
         conversation_id = history.conversation_id
-        run_request = self._run_request(request, settings, history)
+        # A %%ci's cells carry it as their origin; its re-run replaces its earlier cells.
+        run_request = replace(
+            self._run_request(request, settings, history),
+            origin_cell_id=anchor if origin == "magic" and isinstance(anchor, str) else None,
+            replaces=dict(replaces),
+        )
         channel = CallChannel(
             run_id, notebook_path, lambda message: self.publisher.send(client_id, message)
         )

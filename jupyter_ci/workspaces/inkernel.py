@@ -251,7 +251,8 @@ class InKernelWorkspace:
         block = self._blocks[self._index(cell_id)]
         block.source += text
 
-    async def replace_source(self, cell_id: str, source: str) -> None:
+    async def replace_source(self, cell_id: str, source: str, *, undoable: bool = False) -> None:
+        """Replace a block's code (no frontend here keeps an undo history)."""
         self._blocks[self._index(cell_id)].source = source
 
     async def delete_cell(self, cell_id: str) -> None:

@@ -352,8 +352,9 @@ class KernelWorkspace:
         node = self.notebook.cells[self._index(cell_id)]
         node.source = node.source + text
 
-    async def replace_source(self, cell_id: str, source: str) -> None:
-        """Replace the cell's source; its outputs stay until it runs again."""
+    async def replace_source(self, cell_id: str, source: str, *, undoable: bool = False) -> None:
+        """Replace the cell's source; its outputs stay until it runs again (a file has no undo
+        history: ``undoable`` changes nothing here)."""
         self.notebook.cells[self._index(cell_id)].source = source
 
     async def delete_cell(self, cell_id: str) -> None:

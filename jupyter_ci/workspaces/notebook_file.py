@@ -10,6 +10,7 @@ import contextlib
 import copy
 import os
 import secrets
+import stat
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,27 +34,81 @@ def new_code_cell(source: str, metadata: dict[str, Any]) -> nbformat.NotebookNod
     )
 
 
+#: The largest notebook file jupyter-ci reads, in bytes (100 MB): a larger file is refused
+#: before it is read (a notebook that size is mostly outputs; clear them first).
+MAX_NOTEBOOK_BYTES = 100 * 1024**2
+
+
 def load_notebook(path: Path) -> nbformat.NotebookNode:
     """The notebook at ``path`` as nbformat 4.5 with unique cell ids, or a new empty one.
 
     Older notebooks (4.0 to 4.4) are upgraded: cells without an id, or with one another cell
-    already has, get a fresh id.
+    already has, get a fresh id. The file is read as :func:`read_notebook_bytes` reads it.
     """
     if not path.exists():
         return cast(nbformat.NotebookNode, nbformat.v4.new_notebook())  # type: ignore[no-untyped-call]
-    notebook = cast(
-        nbformat.NotebookNode,
-        nbformat.read(path, as_version=4),  # type: ignore[no-untyped-call]
-    )
-    ensure_cell_ids(notebook)
-    return notebook
+    return with_cell_ids(_parsed(read_notebook_bytes(path)))
 
 
-def ensure_cell_ids(notebook: nbformat.NotebookNode) -> None:
-    """Make ``notebook`` nbformat 4.5 with unique cell ids: a cell without an id, or with one
-    another cell already has, gets a fresh id (the others keep theirs)."""
-    if notebook.get("nbformat_minor", 5) < 5:
-        notebook["nbformat_minor"] = 5
+def read_notebook_bytes(path: Path) -> bytes:
+    """The bytes of the notebook file at ``path`` (symlinks followed), read with a bound.
+
+    Raises :class:`BadNotebookFile` with one sentence, before reading anything, for what is
+    not a regular file (a FIFO would block for ever, ``/dev/zero`` never ends) and for a file
+    larger than :data:`MAX_NOTEBOOK_BYTES`; ``FileNotFoundError`` when there is no file.
+    """
+    try:
+        # Non-blocking: opening a FIFO must not wait for a writer (it is refused just after).
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        raise
+    except OSError as err:
+        raise BadNotebookFile(path, f"cannot be read ({err.strerror or err})") from None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise BadNotebookFile(
+                path, f"is not a regular file ({_kind(info.st_mode)}); nothing was run"
+            )
+        too_big = BadNotebookFile(
+            path,
+            f"is larger than {MAX_NOTEBOOK_BYTES // 1024**2} MB, the most jupyter-ci reads; "
+            "nothing was run",
+            hint="Clear its outputs (Edit > Clear Outputs of All Cells), or run on a copy.",
+        )
+        if info.st_size > MAX_NOTEBOOK_BYTES:
+            raise too_big
+        data = handle.read(MAX_NOTEBOOK_BYTES + 1)
+    if len(data) > MAX_NOTEBOOK_BYTES:
+        raise too_big
+    return data
+
+
+def _parsed(data: bytes) -> nbformat.NotebookNode:
+    """A notebook file's bytes as nbformat 4, not validated (nbformat.reads would log a
+    schema error at length: :func:`check_notebook_file` says it in one sentence)."""
+    notebook = nbformat.reader.reads(data.decode("utf-8"))  # type: ignore[no-untyped-call]
+    return cast(nbformat.NotebookNode, nbformat.convert(notebook, 4))  # type: ignore[no-untyped-call]
+
+
+def _kind(mode: int) -> str:
+    """What a file that is not a regular one is, in words."""
+    for test, word in (
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return word
+    return "not a file"
+
+
+def with_cell_ids(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """``notebook`` as nbformat 4.5, each cell with an id of its own (a cell without one, or
+    with one another cell already has, gets a fresh id; the others keep theirs)."""
+    if notebook.nbformat_minor < 5:
+        notebook.nbformat_minor = 5
     seen: set[str] = set()
     for cell in notebook.cells:
         cell_id = cell.get("id")
@@ -61,6 +116,7 @@ def ensure_cell_ids(notebook: nbformat.NotebookNode) -> None:
             cell_id = new_cell_id()
         cell["id"] = cell_id
         seen.add(cell_id)
+    return notebook
 
 
 def notebook_text(notebook: nbformat.NotebookNode) -> str:
@@ -97,21 +153,26 @@ def write_atomically(target: Path, text: str) -> None:
 
 def check_notebook_file(path: Path) -> bytes | None:
     """The notebook file's bytes as they are now (None when there is no file yet), or
-    :class:`BadNotebookFile` with one sentence when it cannot be run on: a folder, unreadable,
-    not JSON, not a notebook, or read-only. Nothing is changed either way.
+    :class:`BadNotebookFile` with one sentence when it cannot be run on: a folder, a symbolic
+    link to nothing, not a regular file or too large (:func:`read_notebook_bytes`), unreadable,
+    not JSON, not a valid notebook (nbformat's schema, as the run would save it), or read-only.
+    Nothing is changed either way, and nothing has run: this comes before the model is asked.
     """
+    if path.is_symlink() and not path.exists():
+        raise BadNotebookFile(
+            path,
+            f"is a symbolic link to {os.readlink(path)}, which does not exist",
+            hint="Point the link at a notebook, or run on the notebook itself.",
+        )
     if path.is_dir():
         raise BadNotebookFile(path, "is a folder, not a notebook file")
     if not path.exists():
         if not path.parent.is_dir():
             raise BadNotebookFile(path, f"its folder {path.parent} does not exist")
         return None
+    data = read_notebook_bytes(path)
     try:
-        data = path.read_bytes()
-    except OSError as err:
-        raise BadNotebookFile(path, f"cannot be read ({err.strerror or err})") from None
-    try:
-        nbformat.reads(data.decode("utf-8"), as_version=4)  # type: ignore[no-untyped-call]
+        nbformat.validate(with_cell_ids(_parsed(data)))
     except UnicodeDecodeError:
         raise BadNotebookFile(path, "is not a text file (not a notebook)") from None
     except Exception as err:  # nbformat's NotJSONError, ValidationError, KeyError, ...
@@ -133,7 +194,9 @@ def exclusive_run(path: Path) -> Iterator[None]:
     A second run on the same notebook meanwhile is refused at once with
     :class:`BadNotebookFile`: two runs writing one file would lose one's cells.
     """
-    lock_path = path.with_name(f".{path.name}.jupyter-ci-lock")
+    # The notebook itself, whatever symbolic links lead to it: one lock per file.
+    real = Path(os.path.realpath(path))
+    lock_path = real.with_name(f".{real.name}.jupyter-ci-lock")
     try:
         import fcntl
     except ImportError:  # Windows: no advisory locks here; runs are not serialised
@@ -197,9 +260,11 @@ def save_run(
     the run's notebook goes to a new file next to it, and :class:`BadNotebookFile` says where.
     """
     try:
-        current: bytes | None = path.read_bytes()
+        current: bytes | None = read_notebook_bytes(path)
     except FileNotFoundError:
         current = None
+    except BadNotebookFile:
+        current = b""  # changed into something that is not a notebook file: written aside
     target = Path(os.path.realpath(path))
     if current == original:
         write_atomically(target, notebook_text(ours))
@@ -207,7 +272,7 @@ def save_run(
     try:
         if current is None:
             raise ValueError("it was deleted")
-        disk = load_notebook(path)
+        disk = with_cell_ids(_parsed(current))
     except Exception as err:
         aside = _free_name(path.with_name(f"{path.stem}.jupyter-ci{path.suffix or '.ipynb'}"))
         write_atomically(aside, notebook_text(ours))

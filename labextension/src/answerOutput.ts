@@ -1,6 +1,7 @@
 import type * as nbformat from '@jupyterlab/nbformat';
 import type { PartialJSONObject } from '@lumino/coreutils';
 
+import { inertImage } from './inertMedia';
 import { CELL_METADATA_KEY } from './protocol';
 
 /**
@@ -67,14 +68,19 @@ export function readAnswer(
  *   run of three tildes is escaped (no code span or fence of the model's is
  *   left to be read another way), and a code span within one line becomes
  *   jupyter-ci's own `<code>` element with its text escaped.
- * - A link, image or link reference definition whose destination has a
- *   scheme other than http, https or mailto (`javascript:`, `data:`, ...),
- *   or is not on its line, loses its syntax and reads as text.
+ * - An image (inline, or by reference to a definition of the text) is
+ *   written as `inertImage`: its URL as a link, never loaded (see
+ *   inertMedia.ts); any other `![` reads as text.
+ * - A link or link reference definition whose destination has a scheme
+ *   other than http, https or mailto (`javascript:`, `data:`, ...), or is
+ *   not on its line, loses its syntax and reads as text.
  */
 export function escapeMarkdownHtml(markdown: string): string {
   const out: string[] = [];
+  const lines = markdown.split('\n');
+  const definitions = Private.definitions(lines);
   let block: Private.IBlock | null = null;
-  for (const line of markdown.split('\n')) {
+  for (const line of lines) {
     if (block) {
       if (Private.closes(line, block)) {
         out.push(...Private.fenced(block));
@@ -86,7 +92,7 @@ export function escapeMarkdownHtml(markdown: string): string {
     }
     block = Private.opens(line);
     if (!block) {
-      out.push(Private.escapeLine(line));
+      out.push(Private.escapeLine(line, definitions));
     }
   }
   if (block) {
@@ -160,13 +166,62 @@ namespace Private {
   }
 
   /**
+   * The link reference definitions of the text outside code blocks (in a
+   * quote or a list item too): their normalised labels and destinations.
+   */
+  export function definitions(lines: string[]): Map<string, string> {
+    const found = new Map<string, string>();
+    let block: IBlock | null = null;
+    for (const line of lines) {
+      if (block) {
+        block = closes(line, block) ? null : block;
+        continue;
+      }
+      block = opens(line);
+      const match =
+        /^(?:[ \t]*(?:>|[-*+]|\d{1,9}[.)])?[ \t]*)*\[((?:\\.|[^\]\\])+)\]:[ \t]*(<[^<>]*>|\S+)/.exec(
+          line
+        );
+      if (!block && match) {
+        const label = normalLabel(match[1]);
+        if (!found.has(label)) {
+          found.set(label, match[2].replace(/^<(.*)>$/, '$1'));
+        }
+      }
+    }
+    return found;
+  }
+
+  /**
+   * A reference label as Markdown matches it: case and runs of spaces aside.
+   */
+  function normalLabel(label: string): string {
+    return label.trim().replace(/\s+/g, ' ').toLowerCase();
+  }
+
+  /**
    * One line outside code blocks (see `escapeMarkdownHtml`).
    */
-  export function escapeLine(line: string): string {
+  export function escapeLine(
+    line: string,
+    definitions: Map<string, string>
+  ): string {
     let result = '';
     let index = 0;
     while (index < line.length) {
       const char = line[index];
+      if (char === '!' && line[index + 1] === '[') {
+        const image = readImage(line, index, definitions);
+        if (image) {
+          const label = escapeLine(image.label, definitions);
+          result += inertImage(label, image.url);
+          index = image.end;
+        } else {
+          result += '\\!'; // what follows is a link or text, never an image
+          index++;
+        }
+        continue;
+      }
       if (char === '\\' && index + 1 < line.length) {
         const next = line[index + 1];
         // `\<` meant a literal `<`: the entity says the same.
@@ -202,6 +257,58 @@ namespace Private {
       index++;
     }
     return defuseLinks(result);
+  }
+
+  /**
+   * The image that starts at `start` (`![`): its label, its URL (inline, or
+   * from a reference definition) and where it ends; null when the syntax
+   * does not make an image there (then it reads as text or as a link).
+   */
+  function readImage(
+    line: string,
+    start: number,
+    definitions: Map<string, string>
+  ): { label: string; url: string; end: number } | null {
+    const close = matchingBracket(line, start + 1);
+    if (close === -1) {
+      return null;
+    }
+    const label = line.slice(start + 2, close);
+    const rest = line.slice(close + 1);
+    const inline =
+      /^\(\s*(?:<([^<>\n]*)>|((?:\\.|[^\s()\\]|\((?:\\.|[^\s()\\])*\))*))(?:\s+(?:"(?:\\.|[^"\\])*"|'(?:\\.|[^'\\])*'|\((?:\\.|[^()\\])*\)))?\s*\)/.exec(
+        rest
+      );
+    if (inline) {
+      const url = (inline[1] ?? inline[2] ?? '').replace(/\\(.)/g, '$1');
+      return { label, url, end: close + 1 + inline[0].length };
+    }
+    const full = /^\[((?:\\.|[^\]\\])*)\]/.exec(rest);
+    const reference = full && full[1].trim() ? full[1] : label;
+    const url = definitions.get(normalLabel(reference));
+    if (url === undefined) {
+      return null;
+    }
+    return { label, url, end: close + 1 + (full ? full[0].length : 0) };
+  }
+
+  /**
+   * The index of the `]` that closes the `[` at `open` (brackets nest,
+   * backslashes escape), or -1.
+   */
+  function matchingBracket(line: string, open: number): number {
+    let depth = 0;
+    for (let index = open; index < line.length; index++) {
+      const char = line[index];
+      if (char === '\\') {
+        index++;
+      } else if (char === '[') {
+        depth++;
+      } else if (char === ']' && --depth === 0) {
+        return index;
+      }
+    }
+    return -1;
   }
 
   /**

@@ -3,7 +3,7 @@ import * as nbformat from '@jupyterlab/nbformat';
 import { NotebookPanel } from '@jupyterlab/notebook';
 import { Kernel } from '@jupyterlab/services';
 
-import { CellDecorations } from './cellDecorations';
+import { CellDecorations, ICellDecoration } from './cellDecorations';
 import { CIConnection } from './connection';
 import { CallError, evaluateExpression, executeCell } from './execute';
 import { Lifecycle } from './lifecycle';
@@ -16,6 +16,7 @@ import type {
   ICallProgress,
   ICallResult,
   ICellInfo,
+  ICellUpdatedEvent,
   IInsertCellCall,
   IRestoreCellsCall,
   IRunCellCall,
@@ -161,13 +162,20 @@ export class NotebookBridge extends Lifecycle {
         const found = this._cell(path, call.cell_id);
         this._streamer.discard(found.model);
         if (call.undoable) {
-          // An outside agent's edit: in the cell's undo history (Ctrl+Z restores the
-          // user's code).
-          const shared = found.model.sharedModel;
-          shared.transact(() => shared.setSource(call.source), true);
-        } else {
-          SourceStreamer.replace(found.model, call.source);
+          // The user's cell (a fix, or an outside agent's edit): Ctrl+Z brings back what
+          // they wrote (and Restore, after a fix).
+          this._decorations.rememberOriginal(
+            call.cell_id,
+            call.run_id,
+            found.model
+          );
+          this._decorations.update(call.cell_id, { restorable: false });
         }
+        SourceStreamer.replace(
+          found.model,
+          call.source,
+          call.undoable ?? false
+        );
         this._decorations.update(call.cell_id, { streaming: false });
         return {};
       }
@@ -410,7 +418,8 @@ export class NotebookBridge extends Lifecycle {
         }
         this._decorations.update(event.cell_id, {
           attempt: event.attempt,
-          maxAttempts: event.max_attempts
+          maxAttempts: event.max_attempts,
+          fixed: this._isUsers(event.run_id, event.cell_id)
         });
         if (this._ownRuns.has(event.run_id)) {
           this._decorations.recordAttempt(
@@ -445,16 +454,30 @@ export class NotebookBridge extends Lifecycle {
               : { streaming: false }
           );
         } else {
-          this._decorations.update(
-            event.cell_id,
-            event.attempt > 1
-              ? {
-                  diff: event.diff,
-                  diffAttempt: event.attempt,
-                  streaming: false
-                }
-              : { streaming: false }
-          );
+          this._decorations.update(event.cell_id, {
+            ...Private.shownChange(event),
+            fixed: this._isUsers(event.run_id, event.cell_id),
+            streaming: false
+          });
+          this._fixed(event.run_id, event.cell_id);
+        }
+        break;
+      }
+      case 'state': {
+        // A cell waits for review as the attempt it is for (a fix: the next).
+        const view = this._runs.get(event.run_id);
+        const cellId = view?.proposal?.cellId;
+        if (
+          view?.origin !== 'mcp' && // an outside agent's call: one try, no attempt to show
+          event.state === 'awaiting_approval' &&
+          typeof event.attempt === 'number' &&
+          cellId
+        ) {
+          this._decorations.update(cellId, {
+            attempt: event.attempt,
+            maxAttempts: event.max_attempts ?? undefined,
+            fixed: this._isUsers(event.run_id, cellId)
+          });
         }
         break;
       }
@@ -463,12 +486,40 @@ export class NotebookBridge extends Lifecycle {
         for (const cellId of this._runs.get(event.run_id)?.cells ?? []) {
           this._decorations.update(cellId, { streaming: false });
         }
+        // The run is over: the user's cells it fixed can be restored.
+        for (const cellId of this._fixedBy.get(event.run_id) ?? []) {
+          if (this._decorations.hasOriginal(cellId)) {
+            this._decorations.update(cellId, { restorable: true });
+          }
+        }
+        this._fixedBy.delete(event.run_id);
         break;
       }
       default:
         break;
     }
   };
+
+  /**
+   * Whether a cell a run changes is the user's (the run did not insert it:
+   * "Fix with jupyter-ci"), as the run's own events say.
+   */
+  private _isUsers(runId: string, cellId: string): boolean {
+    const view = this._runs.get(runId);
+    return view !== null && !view.cells.includes(cellId);
+  }
+
+  /**
+   * Note a user's cell a run of this tab changed (Restore, once it is over).
+   */
+  private _fixed(runId: string, cellId: string): void {
+    if (!this._ownRuns.has(runId) || !this._isUsers(runId, cellId)) {
+      return;
+    }
+    const cells = this._fixedBy.get(runId) ?? new Set<string>();
+    cells.add(cellId);
+    this._fixedBy.set(runId, cells);
+  }
 
   /**
    * Forget answers the server can no longer ask for again: a run waits 30 s
@@ -499,6 +550,10 @@ export class NotebookBridge extends Lifecycle {
   private readonly _answers = new Map<string, Private.IAnswer>();
   private readonly _progress = new Map<string, ICallProgress>();
   private readonly _ownRuns = new Set<string>();
+  /**
+   * The user's cells each run of this tab fixed.
+   */
+  private readonly _fixedBy = new Map<string, Set<string>>();
   /**
    * The `restore_cells` answer of each run restored in this page.
    */
@@ -571,6 +626,28 @@ namespace Private {
       'cell_not_found',
       `There is no cell ${cellId} in ${path} (it may have been deleted).`
     );
+  }
+
+  /**
+   * What a cell's decoration shows of a change of its code: the model's
+   * proposal (a fix, or its other proposal after a Reject) as the diff of the
+   * attempt it is for; the user's edit in review apart from it (the model's
+   * stays shown); nothing for code that streamed in.
+   */
+  export function shownChange(event: ICellUpdatedEvent): ICellDecoration {
+    switch (event.cause) {
+      case 'fix':
+      case 'reproposed':
+        return {
+          diff: event.diff,
+          diffAttempt: event.attempt,
+          editDiff: ''
+        };
+      case 'edited':
+        return { editDiff: event.diff };
+      default:
+        return {};
+    }
   }
 
   export function kernelOf(panel: NotebookPanel): Kernel.IKernelConnection {

@@ -1,9 +1,10 @@
-import { Cell } from '@jupyterlab/cells';
+import { Cell, ICellModel } from '@jupyterlab/cells';
 import { Notebook, NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
 import { PanelLayout, Widget } from '@lumino/widgets';
 
 import { CELL_METADATA_KEY as METADATA_KEY } from './protocol';
 import { NotebookIndex } from './notebooks';
+import { SourceStreamer } from './streaming';
 
 /**
  * What jupyter-ci shows on one generated cell.
@@ -19,10 +20,29 @@ export interface ICellDecoration {
    */
   streaming?: boolean;
   /**
-   * The latest fix as a unified diff (before → after), and its attempt.
+   * The latest code the model proposed for the cell (a fix, or its other
+   * proposal after a Reject) as a unified diff (before → after), and the
+   * attempt it is for.
    */
   diff?: string;
   diffAttempt?: number;
+  /**
+   * The user's own change to that proposal in review (Edit, then Run), as a
+   * unified diff from the model's code: shown apart from the model's.
+   */
+  editDiff?: string;
+  /**
+   * The cell is the user's, fixed by jupyter-ci ("Fix with jupyter-ci"), not
+   * generated: badged so, and its code can be restored.
+   */
+  fixed?: boolean;
+  /**
+   * Restore can put the user's code back (this tab changed it, and the run
+   * is over); `restored` while the cell holds the user's code again (Restore,
+   * or Ctrl+Z in its editor).
+   */
+  restorable?: boolean;
+  restored?: boolean;
   /**
    * The run was stopped while the model wrote this cell: its code is
    * commented out and it never ran (until the user runs it).
@@ -49,6 +69,11 @@ export interface ICellDecoration {
  * the attempt count and the stop, which `recordAttempt` and `recordStopped`
  * write into the cell's `metadata.jupyter_ci` hint (outside the undo
  * history). A stopped cell's mark goes once the user runs the cell.
+ *
+ * A cell the user wrote and jupyter-ci fixed stays theirs: it is badged
+ * "fixed by jupyter-ci", its fix shows as a diff, and once the run is over a
+ * Restore button (labelled, in the tab order) puts back the code it had
+ * before the fix (`rememberOriginal`), as one Ctrl+Z in its editor does.
  */
 export class CellDecorations {
   constructor(index: NotebookIndex) {
@@ -105,7 +130,9 @@ export class CellDecorations {
           saved.stopped = true;
         }
         const state = this._states.get(widget.model.id) ?? {};
-        Private.decorate(widget, { ...saved, ...state });
+        Private.decorate(widget, { ...saved, ...state }, () =>
+          this.restore(widget.model.id)
+        );
       }
     }
   }
@@ -135,6 +162,59 @@ export class CellDecorations {
    */
   forget(cellId: string): void {
     this._states.delete(cellId);
+    this._originals.delete(cellId);
+  }
+
+  /**
+   * Remember the user's code of a cell a run of this tab is about to fix
+   * (the first time only: Restore puts back what the user wrote).
+   */
+  rememberOriginal(cellId: string, runId: string, model: ICellModel): void {
+    if (this._originals.get(cellId)?.runId === runId) {
+      return;
+    }
+    const source = model.sharedModel.getSource();
+    this._originals.set(cellId, { runId, source });
+    if (!this._following.has(cellId)) {
+      // Ctrl+Z, Ctrl+Shift+Z and Restore all change the source: the badge,
+      // the diff and Restore follow whether it is the user's code again.
+      this._following.add(cellId);
+      model.contentChanged.connect(() => this._followSource(cellId, model));
+    }
+  }
+
+  /**
+   * Whether Restore can put the user's code of the cell back.
+   */
+  hasOriginal(cellId: string): boolean {
+    return this._originals.has(cellId);
+  }
+
+  /**
+   * Put the user's code back into a cell jupyter-ci fixed, in the cell's undo
+   * history (Ctrl+Z brings the fix back).
+   */
+  restore(cellId: string): void {
+    const original = this._originals.get(cellId);
+    const found = this._index.findCellAnywhere(cellId);
+    if (original === undefined || !found) {
+      return;
+    }
+    SourceStreamer.replace(found.model, original.source, true);
+  }
+
+  /**
+   * A fixed cell's source changed: is it the user's code again?
+   */
+  private _followSource(cellId: string, model: ICellModel): void {
+    const original = this._originals.get(cellId);
+    if (!original || model.isDisposed) {
+      return;
+    }
+    const restored = model.sharedModel.getSource() === original.source;
+    if ((this._states.get(cellId)?.restored ?? false) !== restored) {
+      this.update(cellId, { restored });
+    }
   }
 
   /**
@@ -185,17 +265,28 @@ export class CellDecorations {
       stopped: false
     };
     this._states.set(model.id, state);
-    Private.decorate(args.cell, state);
+    Private.decorate(args.cell, state, () => this.restore(model.id));
   };
 
   private _apply(path: string, cellId: string, state: ICellDecoration): void {
     for (const widget of this._index.cellWidgets(path, cellId)) {
-      Private.decorate(widget, state);
+      Private.decorate(widget, state, () => this.restore(cellId));
     }
   }
 
   private readonly _index: NotebookIndex;
   private readonly _states = new Map<string, ICellDecoration>();
+  /**
+   * The user's code of the cells this tab's runs fixed, before the fix.
+   */
+  private readonly _originals = new Map<
+    string,
+    { runId: string; source: string }
+  >();
+  /**
+   * The fixed cells whose source changes are followed.
+   */
+  private readonly _following = new Set<string>();
 }
 
 /**
@@ -218,10 +309,11 @@ export namespace CellDecorations {
 }
 
 /**
- * The decoration of one cell view: the badge line and the diff.
+ * The decoration of one cell view: the badge line, the diff of the model's
+ * latest proposal, the user's own edit of it, and Restore on a user's cell.
  */
 class DecorationWidget extends Widget {
-  constructor() {
+  constructor(onRestore: () => void) {
     super();
     this.addClass('jp-jupyter-ci-CellDecoration');
     const line = document.createElement('div');
@@ -238,45 +330,83 @@ class DecorationWidget extends Widget {
     this._stopped.title =
       'The run was stopped while jupyter-ci wrote this cell: its code is commented out and it has not run.';
     this._stopped.hidden = true;
-    line.append(this._label, this._stopped, this._attempt);
+    this._restore = document.createElement('button');
+    this._restore.type = 'button';
+    this._restore.className =
+      'jp-Button jp-mod-small jp-jupyter-ci-button jp-jupyter-ci-CellBadge-restore';
+    this._restore.textContent = 'Restore your code';
+    this._restore.setAttribute(
+      'aria-label',
+      'Restore your code: put back the code you wrote before jupyter-ci fixed it'
+    );
+    this._restore.title =
+      'Put back the code you wrote before jupyter-ci fixed it (Ctrl+Z in the cell does the same; Ctrl+Z after Restore brings the fix back)';
+    this._restore.dataset.testid = 'jupyter-ci-restore';
+    this._restore.hidden = true;
+    this._restore.addEventListener('click', onRestore);
+    line.append(this._label, this._stopped, this._attempt, this._restore);
     this._diff = document.createElement('details');
     this._diff.className = 'jp-jupyter-ci-CellDiff';
     this._diff.dataset.testid = 'jupyter-ci-diff';
     this._diff.open = true;
     this._diff.hidden = true;
-    this.node.append(line, this._diff);
+    this._editDiff = document.createElement('details');
+    this._editDiff.className = 'jp-jupyter-ci-CellDiff';
+    this._editDiff.dataset.testid = 'jupyter-ci-edit-diff';
+    this._editDiff.open = true;
+    this._editDiff.hidden = true;
+    this.node.append(line, this._diff, this._editDiff);
   }
 
   render(state: ICellDecoration): void {
-    this._attempt.textContent = Private.attemptWords(
-      state.attempt,
-      state.maxAttempts
-    );
+    this._attempt.textContent = state.restored
+      ? ''
+      : Private.attemptWords(state.attempt, state.maxAttempts);
     this._label.textContent = state.streaming
       ? 'jupyter-ci is writing…'
-      : state.agent
-        ? `added by ${state.agent}`
-        : state.changedBy
-          ? `changed by ${state.changedBy}`
-          : 'generated by jupyter-ci';
+      : state.restored
+        ? 'your code, restored'
+        : state.agent
+          ? `added by ${state.agent}`
+          : state.changedBy
+            ? `changed by ${state.changedBy}`
+            : state.fixed
+              ? 'fixed by jupyter-ci'
+              : 'generated by jupyter-ci';
     this._stopped.hidden = !state.stopped;
-    if (state.diff && state.diff !== this._shownDiff) {
-      this._shownDiff = state.diff;
+    this._restore.hidden = !state.restorable || !!state.restored;
+    const diff = state.restored ? '' : (state.diff ?? '');
+    if (diff && diff !== this._shownDiff) {
+      this._shownDiff = diff;
       Private.renderDiff(
         this._diff,
-        state.diff,
-        state.diffAttempt,
+        diff,
         state.changedBy
+          ? `${state.changedBy} changed this cell: before → after`
+          : Private.diffTitle(state.fixed ?? false, state.diffAttempt)
       );
     }
-    this._diff.hidden = !state.diff;
+    this._diff.hidden = !diff;
+    const edit = state.restored ? '' : (state.editDiff ?? '');
+    if (edit && edit !== this._shownEdit) {
+      this._shownEdit = edit;
+      Private.renderDiff(
+        this._editDiff,
+        edit,
+        'your edit of jupyter-ci’s code: before → after'
+      );
+    }
+    this._editDiff.hidden = !edit;
   }
 
   private readonly _label: HTMLSpanElement;
   private readonly _attempt: HTMLSpanElement;
   private readonly _stopped: HTMLSpanElement;
+  private readonly _restore: HTMLButtonElement;
   private readonly _diff: HTMLDetailsElement;
+  private readonly _editDiff: HTMLDetailsElement;
   private _shownDiff = '';
+  private _shownEdit = '';
 }
 
 namespace Private {
@@ -305,7 +435,11 @@ namespace Private {
       a.streaming === b.streaming &&
       a.diff === b.diff &&
       a.diffAttempt === b.diffAttempt &&
+      a.editDiff === b.editDiff &&
       a.stopped === b.stopped &&
+      a.fixed === b.fixed &&
+      a.restorable === b.restorable &&
+      a.restored === b.restored &&
       a.agent === b.agent &&
       a.changedBy === b.changedBy
     );
@@ -314,18 +448,24 @@ namespace Private {
   /**
    * Put (or refresh) the decoration on a cell view, below its input.
    */
-  export function decorate(cell: Cell, state: ICellDecoration): void {
+  export function decorate(
+    cell: Cell,
+    state: ICellDecoration,
+    onRestore: () => void = () => undefined
+  ): void {
     if (cell.isDisposed) {
       return;
     }
-    cell.addClass('jp-jupyter-ci-generated');
+    cell.addClass(
+      state.fixed ? 'jp-jupyter-ci-fixed' : 'jp-jupyter-ci-generated'
+    );
     cell.toggleClass('jp-jupyter-ci-streaming', !!state.streaming);
     if (state.streaming !== undefined) {
       cell.readOnly = state.streaming;
     }
     let widget = widgets.get(cell);
     if (!widget || widget.isDisposed) {
-      const created = new DecorationWidget();
+      const created = new DecorationWidget(onRestore);
       widget = created;
       widgets.set(cell, created);
       // A cell builds its layout when first shown: place ours after that.
@@ -346,19 +486,31 @@ namespace Private {
     widget.render(state);
   }
 
+  /**
+   * What a diff of the model's code says it is.
+   */
+  export function diffTitle(
+    fixed: boolean,
+    attempt: number | undefined
+  ): string {
+    if (fixed) {
+      return attempt !== undefined
+        ? `jupyter-ci fixed your code for attempt ${attempt}: before → after`
+        : 'jupyter-ci fixed your code: before → after';
+    }
+    return attempt !== undefined && attempt > 1
+      ? `jupyter-ci fixed this cell for attempt ${attempt}: before → after`
+      : 'jupyter-ci changed this cell: before → after';
+  }
+
   export function renderDiff(
     node: HTMLDetailsElement,
     diff: string,
-    attempt: number | undefined,
-    agent: string | undefined
+    title: string
   ): void {
     node.replaceChildren();
     const summary = document.createElement('summary');
-    summary.textContent = agent
-      ? `${agent} changed this cell: before → after`
-      : attempt !== undefined && attempt > 1
-        ? `jupyter-ci fixed this cell for attempt ${attempt}: before → after`
-        : 'jupyter-ci changed this cell: before → after';
+    summary.textContent = title;
     const body = document.createElement('pre');
     body.className = 'jp-jupyter-ci-CellDiff-body';
     for (const text of diff.split('\n')) {

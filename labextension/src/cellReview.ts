@@ -6,13 +6,18 @@ import {
   NotebookActions,
   NotebookPanel
 } from '@jupyterlab/notebook';
+import type { CommandRegistry } from '@lumino/commands';
+import type { IDisposable } from '@lumino/disposable';
 import { PanelLayout } from '@lumino/widgets';
 
 import { CIConnection } from './connection';
+import { CommandIDs } from './constants';
 import { Lifecycle } from './lifecycle';
 import { NotebookIndex } from './notebooks';
+import { CellPlacement } from './placement';
 import { IAwaitedReview, IRunView, RunTracker } from './runs';
 import { ReviewBar } from './reviewBar';
+import { markStaleOutputs, staleOutputsText } from './staleOutputs';
 import { HELD_BACK_ERROR_NAME } from './protocol';
 import type { IReviewRequest } from './protocol';
 
@@ -36,6 +41,11 @@ export const REVIEW_WORDS = {
     reject: {
       label: 'Reject',
       description: 'Reject this cell without running it'
+    },
+    comment: {
+      label: 'Why reject? (optional)',
+      description:
+        'Your reason for rejecting this cell (optional): jupyter-ci tells the model with the rejection; Enter rejects'
     }
   },
   missing_package: {
@@ -57,7 +67,8 @@ export const REVIEW_WORDS = {
     reject: {
       label: "Don't install",
       description: "Don't install: end the request without installing"
-    }
+    },
+    comment: null
   }
 } as const;
 
@@ -102,7 +113,10 @@ export function editedSource(
  *   does, the notification goes);
  * - running the cell yourself (Shift+Enter) counts as Run: once that
  *   execution has ended the tab answers `ran`, and the run reads the cell's
- *   outputs from the notebook.
+ *   outputs from the notebook. Shift+Enter on the waiting cell runs it and
+ *   selects the next cell, but adds no empty cell when it is the last one
+ *   (the run's next cell goes there): the selection stays on it, and where
+ *   the panel's next request goes is not changed by it.
  *
  * Run sends the cell's code as it is in the notebook when the user changed
  * it (Edit puts the cell in edit mode to do so).
@@ -115,6 +129,10 @@ export class CellReview extends Lifecycle {
     this._connection = options.connection;
     this._show = options.show;
     this._panelShowing = options.panelShowing;
+    this._placement = options.placement ?? null;
+    if (options.commands) {
+      this._addShiftEnter(options.commands);
+    }
     this.listen(this._runs.changed, this._onRun);
     this.listen(NotebookActions.executionScheduled, this._onScheduled);
     this.listen(NotebookActions.executed, this._onExecuted);
@@ -128,7 +146,8 @@ export class CellReview extends Lifecycle {
   async answer(
     runId: string,
     decision: ReviewDecision,
-    source: string | null = null
+    source: string | null = null,
+    comment: string | null = null
   ): Promise<void> {
     const waiting = this._waiting.get(runId);
     const review = waiting?.review ?? this._runs.get(runId)?.review ?? null;
@@ -150,7 +169,10 @@ export class CellReview extends Lifecycle {
         run_id: runId,
         cell_id: review.cellId,
         decision,
-        source: sent
+        source: sent,
+        ...(decision === 'reject' && comment?.trim()
+          ? { comment: comment.trim() }
+          : {})
       });
     } catch (error) {
       if (waiting && this._waiting.get(runId) === waiting) {
@@ -207,6 +229,45 @@ export class CellReview extends Lifecycle {
     }
   }
 
+  /**
+   * Shift+Enter on a cell waiting for review: run it (it counts as Run) and
+   * select the next cell, without JupyterLab's new empty cell after the last
+   * one (a stray cell the run's next cell would then go above).
+   */
+  private _addShiftEnter(commands: CommandRegistry): void {
+    this.own(
+      commands.addCommand(CommandIDs.runReviewed, {
+        label:
+          'Run the cell waiting for jupyter-ci review and select the next cell',
+        execute: () => this._runAndSelectNext()
+      })
+    );
+    this.own(
+      commands.addKeyBinding({
+        command: CommandIDs.runReviewed,
+        keys: ['Shift Enter'],
+        selector: `.jp-Notebook .${Private.WAITING_CLASS}`
+      })
+    );
+  }
+
+  private async _runAndSelectNext(): Promise<void> {
+    const panel = this._index.tracker.currentWidget;
+    const notebook = panel?.content;
+    if (!panel || !notebook || !notebook.activeCell) {
+      return;
+    }
+    const index = notebook.activeCellIndex;
+    const ran = NotebookActions.run(notebook, panel.sessionContext);
+    if (index < notebook.widgets.length - 1) {
+      notebook.activeCellIndex = index + 1;
+    }
+    notebook.mode = 'command';
+    // Moving on from the review is not choosing where the next request goes.
+    this._placement?.keep(panel.context.path);
+    await ran;
+  }
+
   private readonly _onRun = (_sender: RunTracker, view: IRunView): void => {
     const review = this._owns(view) ? view.review : null;
     const waiting = this._waiting.get(view.runId);
@@ -243,6 +304,8 @@ export class CellReview extends Lifecycle {
       sent: false,
       running: false,
       bars: [],
+      cells: [],
+      marks: [],
       notification: null
     };
     this._waiting.set(view.runId, waiting);
@@ -270,6 +333,12 @@ export class CellReview extends Lifecycle {
     for (const bar of waiting.bars) {
       bar.dispose();
     }
+    for (const cell of waiting.cells) {
+      cell.removeClass(Private.WAITING_CLASS);
+    }
+    for (const mark of waiting.marks) {
+      mark.dispose();
+    }
     if (waiting.notification) {
       Notification.dismiss(waiting.notification);
     }
@@ -280,13 +349,26 @@ export class CellReview extends Lifecycle {
    * badge, when it has one).
    */
   private _attach(cell: Cell, waiting: Private.IWaiting): ReviewBar {
+    cell.addClass(Private.WAITING_CLASS);
+    waiting.cells.push(cell);
+    // Its outputs are the previous try's: the change waiting here has not run.
+    const tried = this._runs.get(waiting.runId)?.attempt;
+    waiting.marks.push(
+      markStaleOutputs(
+        cell,
+        staleOutputsText(
+          tried?.cellId === waiting.review.cellId ? tried.attempt : null
+        )
+      )
+    );
     const bar = new ReviewBar({
       words: reviewWords(waiting.review.reason),
       proposed: waiting.review.source,
       cell,
       onRun: () => void this.answer(waiting.runId, 'run'),
       onEdit: () => this.edit(waiting.runId),
-      onReject: () => void this.answer(waiting.runId, 'reject')
+      onReject: comment =>
+        void this.answer(waiting.runId, 'reject', null, comment)
     });
     void cell.ready.then(() => {
       if (cell.isDisposed || bar.isDisposed || bar.parent) {
@@ -391,6 +473,7 @@ export class CellReview extends Lifecycle {
   private readonly _connection: CIConnection;
   private readonly _show: (panel: NotebookPanel) => void;
   private readonly _panelShowing: (path: string) => boolean;
+  private readonly _placement: CellPlacement | null;
   private readonly _waiting = new Map<string, Private.IWaiting>();
 }
 
@@ -411,6 +494,15 @@ export namespace CellReview {
      * review card asks the same: no notification then).
      */
     panelShowing: (path: string) => boolean;
+    /**
+     * Where Shift+Enter on a waiting cell is bound (its command and key).
+     */
+    commands?: CommandRegistry;
+    /**
+     * Where the panel's next cells go (Shift+Enter on a waiting cell does not
+     * change it).
+     */
+    placement?: CellPlacement;
   }
 }
 
@@ -431,6 +523,19 @@ namespace Private {
      */
     running: boolean;
     bars: ReviewBar[];
+    /**
+     * The views of the cell, marked as waiting (Shift+Enter's selector).
+     */
+    cells: Cell[];
+    /**
+     * The marks on its outputs (those of the previous try).
+     */
+    marks: IDisposable[];
     notification: string | null;
   }
+
+  /**
+   * The class of a cell view waiting for review.
+   */
+  export const WAITING_CLASS = 'jp-jupyter-ci-awaitingReview';
 }

@@ -14,6 +14,7 @@ export namespace CommandIDs {
   export const openPanel = 'jupyter-ci:open-panel';
   export const ask = 'jupyter-ci:ask';
   export const timings = 'jupyter-ci:call-timings';
+  export const runReviewed = 'jupyter-ci:run-reviewed-cell-and-select-next';
 }
 
 /**

@@ -181,7 +181,9 @@ const notebookPlugin: JupyterFrontEndPlugin<void> = {
       connection,
       show: panel => app.shell.activateById(panel.id),
       panelShowing: path =>
-        chat.isVisible && chat.controller.state.path === path
+        chat.isVisible && chat.controller.state.path === path,
+      commands: app.commands,
+      placement
     });
     // The panel shows (its `after-show` is handled after hooks: look then) or
     // switches notebooks.

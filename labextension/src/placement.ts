@@ -56,6 +56,17 @@ export class CellPlacement extends Lifecycle {
   }
 
   /**
+   * The cell active now in the notebook at `path` is not the user's choice
+   * of a place (review's Shift+Enter moved the selection on).
+   */
+  keep(path: string): void {
+    const panel = this._index.panel(path);
+    if (panel) {
+      this._baseline.set(path, panel.content.activeCell?.model.id ?? null);
+    }
+  }
+
+  /**
    * The cell active once a notebook has opened is where Lab put it, not the
    * user's choice.
    */

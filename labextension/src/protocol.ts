@@ -263,13 +263,26 @@ export interface IEventBase {
  * rate_limited (RateLimitedReason): the state is unchanged, only its line: the
  * model waits out a rate limit before retrying (text: 'jupyter-ci: rate limited
  * — retrying in 6 s (1/2)'), or that wait is over (text: the state's own line
- * again).
+ * again). Every view that counts attempts reads attempt and max_attempts from
+ * here and from AttemptEvent, never a count of its own.
  */
 export interface IStateEvent extends IEventBase {
   type: 'state';
   state: RunState;
   reason: string;
   text: string;
+  /**
+   * The try of a cell this state is about: the one being written (fixing),
+   * waiting for review (awaiting_approval) or running (executing); its line
+   * says the same. Null or absent when the state is about no one try
+   * (generating, the end). An integer, at least 1.
+   */
+  attempt?: number | null;
+  /**
+   * The run's max_attempts, with attempt (null or absent without it). An
+   * integer, at least 1.
+   */
+  max_attempts?: number | null;
 }
 
 /**
@@ -321,8 +334,10 @@ export interface ICellUpdatedEvent extends IEventBase {
 }
 
 /**
- * A cell the run had inserted is gone again: a cell the model had just begun to
- * write when the run was stopped, before any of its code arrived.
+ * A generated cell the run deleted: a cell the model had just begun to write
+ * when the run was stopped, before any of its code arrived; or, just before a
+ * re-run %%ci's first new cell, a cell of that %%ci's earlier answer the user
+ * had not edited (its record is the earlier run's).
  */
 export interface ICellDeletedEvent extends IEventBase {
   type: 'cell_deleted';
@@ -502,16 +517,19 @@ export interface IReplaceSourceCall extends ICallBase {
   cell_id: string;
   source: string;
   /**
-   * Make the change in the cell's undo history, so the user undoes it with
-   * Ctrl+Z (an outside agent's edit_cell); default false: a fix or streamed
-   * code stays out of it.
+   * The cell is the user's (a fix of a cell they wrote, or an outside agent's
+   * edit_cell): the change goes into the cell's undo history, so one Ctrl+Z in
+   * its editor brings their code back. Absent or false: outside it, as streamed
+   * code is written.
    */
   undoable?: boolean;
 }
 
 /**
- * Delete a cell jupyter-ci generated and the user did not edit (%%ci
- * --regenerate only; the server checked its source hash first).
+ * Delete a cell jupyter-ci generated and the user did not edit: a cell of a
+ * %%ci's earlier answer its new one replaces (--regenerate, or asking again
+ * after a failure; the run checked its source hash against the record first),
+ * or a cell the model had just begun when the run was stopped.
  */
 export interface IDeleteCellCall extends ICallBase {
   method: 'delete_cell';
@@ -747,6 +765,11 @@ export interface IReviewRequest {
    * The user's edited source, when they edited before running.
    */
   source: string | null;
+  /**
+   * With reject: the user's reason, if they gave one; it goes to the model with
+   * the rejection and stays in the conversation. At most 4000 characters.
+   */
+  comment?: string | null;
 }
 
 /**

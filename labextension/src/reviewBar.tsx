@@ -38,17 +38,42 @@ export class ReviewBar extends ReactWidget {
     const edited = cell.model.sharedModel.getSource() !== proposed;
     const run = edited ? words.runEdited : words.run;
     const busy = this._busy;
+    const reject = (): void => onReject(this._comment.trim() || null);
     return (
       <>
         <span className="jp-jupyter-ci-ReviewBar-title">
           {words.title}
           {busy ? ` (${busy})` : ''}
         </span>
+        {words.comment && (
+          <input
+            type="text"
+            className="jp-jupyter-ci-ReviewBar-comment"
+            data-testid="jupyter-ci-cell-review-comment"
+            aria-label={words.comment.description}
+            title={words.comment.description}
+            placeholder={words.comment.label}
+            value={this._comment}
+            disabled={busy !== null}
+            onChange={event => {
+              this._comment = event.target.value;
+              this.update();
+            }}
+            onKeyDown={event => {
+              // The notebook's own shortcuts (Shift+Enter, a, b, ...) stay out.
+              event.stopPropagation();
+              if (event.key === 'Enter') {
+                event.preventDefault();
+                reject();
+              }
+            }}
+          />
+        )}
         {(
           [
             ['run', run, onRun],
             ['edit', words.edit, onEdit],
-            ['reject', words.reject, onReject]
+            ['reject', words.reject, reject]
           ] as const
         ).map(([kind, word, onClick]) => (
           <WordButton
@@ -70,6 +95,7 @@ export class ReviewBar extends ReactWidget {
 
   private readonly _options: ReviewBar.IOptions;
   private _busy: string | null = null;
+  private _comment = '';
 }
 
 /**
@@ -83,6 +109,10 @@ export namespace ReviewBar {
       runEdited: IWord;
       edit: IWord;
       reject: IWord;
+      /**
+       * The optional reason that goes with Reject (none for an install).
+       */
+      comment: IWord | null;
     };
     /**
      * The code the run proposed (the cell's code differs once the user edits
@@ -92,6 +122,9 @@ export namespace ReviewBar {
     cell: Cell;
     onRun: () => void;
     onEdit: () => void;
-    onReject: () => void;
+    /**
+     * Reject, with the user's reason if they wrote one.
+     */
+    onReject: (comment: string | null) => void;
   }
 }

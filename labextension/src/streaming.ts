@@ -103,13 +103,37 @@ export namespace SourceStreamer {
   }
 
   /**
-   * Replace a cell's source, outside the undo history.
+   * Replace a cell's source, outside the undo history; or, `undoable`, as
+   * one step of its own in it (a cell the user wrote: one Ctrl+Z in its
+   * editor brings their code back).
    */
-  export function replace(cell: ICellModel, source: string): void {
+  export function replace(
+    cell: ICellModel,
+    source: string,
+    undoable = false
+  ): void {
     if (cell.isDisposed) {
       return;
     }
     const shared = cell.sharedModel;
-    shared.transact(() => shared.setSource(source), false);
+    // The undo manager merges changes close in time: not with the user's typing.
+    const history = (shared as Private.IWithUndo).undoManager ?? null;
+    if (undoable) {
+      history?.stopCapturing();
+    }
+    shared.transact(() => shared.setSource(source), undoable);
+    if (undoable) {
+      history?.stopCapturing();
+    }
+  }
+}
+
+namespace Private {
+  /**
+   * A shared cell's undo manager (a Yjs `UndoManager`; null when the
+   * notebook's undo history spans cells).
+   */
+  export interface IWithUndo {
+    undoManager?: { stopCapturing(): void } | null;
   }
 }

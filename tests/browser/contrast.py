@@ -8,12 +8,14 @@ the first opaque background among it and its ancestors, with every translucent o
 composited in (alpha), and the text colour composited over that. Body text needs 4.5:1; large
 text (24 px, or 18.66 px bold) 3:1.
 
-A generated cell only carries jupyter-ci's marker classes (``jp-jupyter-ci-generated``,
-``jp-jupyter-ci-streaming``): its editor and outputs are JupyterLab's, measured only where
-jupyter-ci draws inside it (the badge and the diff). Likewise the colours of highlighted code in
-the panel's Markdown (``span`` tokens inside a ``pre``) are JupyterLab's editor theme, the same
-as in every code cell (its light theme's brackets, #997 on white, are 2.9:1): the code block's
-own text and background are measured, its tokens' colours are not.
+A generated (or fixed) cell only carries jupyter-ci's marker classes
+(``jp-jupyter-ci-generated``, ``jp-jupyter-ci-fixed``, ``jp-jupyter-ci-streaming``, and while it
+waits for review ``jp-jupyter-ci-awaitingReview``, ``jp-jupyter-ci-staleOutputs``): its editor
+and outputs are JupyterLab's, measured only where jupyter-ci draws inside it (the badge and the
+diff). Likewise the colours of highlighted code in the panel's Markdown (``span`` tokens inside a
+``pre``) are JupyterLab's editor theme, the same as in every code cell (its light theme's
+brackets, #997 on white, are 2.9:1): the code block's own text and background are measured, its
+tokens' colours are not.
 """
 
 from __future__ import annotations
@@ -23,7 +25,10 @@ from typing import Any
 
 #: JavaScript: every text of jupyter-ci's elements with its colours and contrast ratio.
 _MEASURE = r"""() => {
-  const MARKERS = ['jp-jupyter-ci-generated', 'jp-jupyter-ci-streaming'];
+  const MARKERS = [
+    'jp-jupyter-ci-generated', 'jp-jupyter-ci-fixed', 'jp-jupyter-ci-streaming',
+    'jp-jupyter-ci-awaitingReview', 'jp-jupyter-ci-staleOutputs'
+  ];
   const parse = (value) => {
     if (!value || value === 'transparent') { return [0, 0, 0, 0]; }
     let m = value.match(/^rgba?\(([^)]+)\)$/);

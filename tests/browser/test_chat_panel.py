@@ -127,7 +127,9 @@ def test_model_html_executes_nothing_and_code_blocks_insert_and_copy(
     assert wait_run_state(page, TERMINAL) == "done", conversation_text(page)
     assistant = page.locator(f"{PANEL} [data-role='assistant']").first
     assistant.locator("pre").wait_for(timeout=30_000)
-    page.locator(f"{PANEL} img").first.wait_for(state="attached", timeout=10_000)
+    # The image is an inert link to its URL (inertMedia.ts).
+    page.locator(f"{PANEL} .jp-jupyter-ci-inert-embed").first.wait_for(timeout=10_000)
+    assert page.locator(f"{PANEL} img").count() == 0
     time.sleep(0.5)  # let any handler that survived sanitizing fire (none may)
     flags = page.evaluate("() => [window.__ciPwned, window.__ciPwned2, window.__ciPwned3]")
     assert flags == [None, None, None]

@@ -234,7 +234,10 @@ def test_restart_and_run_all_then_again_without_duplication(
         explain=lambda: dump(page, path),
     )
     assert status["state"] == "done", dump(page, path)
-    assert status["note"] == "Replaced 1 generated cell."
+    assert status["note"] == (
+        "Asking again (--regenerate): the 1 cell it left below will be replaced by the new "
+        "answer unless you edit it first."
+    )
     third = cells(page, path)
     assert len(third) == 4, dump(page, path)
     assert third[2]["id"] != first[2]["id"]

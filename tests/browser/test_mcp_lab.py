@@ -6,6 +6,7 @@ conversation; review mode waits for the user's Run or Reject in the notebook."""
 from __future__ import annotations
 
 import json
+import re
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -173,13 +174,16 @@ def test_review_mode_the_user_runs_one_agent_cell_and_rejects_the_next(
         second = client.call("execute", {"path": path, "code": "import shutil\nshutil.rmtree('.')"})
         waiting = waiting_cell(page, path)
         assert waiting["source"].startswith("import shutil")
-        cell_review(page, path, waiting["id"]).get_by_role(
-            "button", name="Reject this cell without running it"
-        ).click()
+        review = cell_review(page, path, waiting["id"])
+        review.get_by_role(
+            "textbox", name=re.compile(r"^Your reason for rejecting this cell \(optional\)")
+        ).fill("not in my folder")
+        review.get_by_role("button", name="Reject this cell without running it").click()
         rejected = second.result(timeout=60)
     assert rejected.structured_content is not None
     assert rejected.structured_content["status"] == "rejected", rejected
     assert rejected.structured_content["review"]["decision"] == "rejected"
+    assert rejected.structured_content["review"]["comment"] == "not in my folder"
     final = next(c for c in cells(page, path) if c["id"] == waiting["id"])
     assert final["execution_count"] is None, dump(page, path)  # never ran
     reviews = panel(page, path).locator('[data-testid="jupyter-ci-cell-review"]')

@@ -206,7 +206,9 @@ def test_a_ci_answer_is_written_under_its_cell_inert_saved_and_kept_on_a_rerun(
         30,
         "the answer as a Markdown cell",
     )
-    assert inserted["source"] == HOSTILE_ANSWER.strip()
+    # As the answer output writes it: raw HTML as text, no image (inertMedia.ts).
+    assert "The **total** is 6, and 1 &lt; 2 &amp; 3 &gt; 2." in inserted["source"]
+    assert "<img" not in inserted["source"]
     assert [c["type"] for c in cells(page, path)] == ["code", "code", "code", "markdown"]
     page.wait_for_timeout(500)
     assert page.evaluate("() => window.__ciAnswer ?? window.__ciAnswer5 ?? null") is None

@@ -121,7 +121,7 @@ async def test_review_mode_waits_for_the_users_run_or_reject_in_the_tab(
     tab, _ = await open_in_tab(jp_serverapp, jp_root_dir, tab_factory, "r.ipynb")
     tab.user_options = {"mode": "review"}  # the user's JupyterLab setting
 
-    async def review(decision: str, since: int) -> None:
+    async def review(decision: str, since: int, comment: str | None = None) -> None:
         waiting = await tab.wait_for(
             lambda m: m.get("type") == "state" and m.get("state") == "awaiting_approval",
             start=since,
@@ -138,6 +138,7 @@ async def test_review_mode_waits_for_the_users_run_or_reject_in_the_tab(
                 "cell_id": cell["cell_id"],
                 "decision": decision,
                 "source": None,
+                **({"comment": comment} if comment else {}),
             }
         )
         assert reply["ok"], reply
@@ -156,10 +157,11 @@ async def test_review_mode_waits_for_the_users_run_or_reject_in_the_tab(
         call = asyncio.ensure_future(
             client.call_tool("execute", {"path": "r.ipynb", "code": "import shutil"})
         )
-        await review("reject", since)
+        await review("reject", since, comment="no deleting files, please")
         rejected = structured(await call)
     assert rejected["status"] == "rejected"
     assert rejected["review"]["decision"] == "rejected"
+    assert rejected["review"]["comment"] == "no deleting files, please"
     assert "did not run" in rejected["next"]
     rejected_cell = tab.notebooks["r.ipynb"].cell(rejected["cell_id"])
     assert rejected_cell["execution_count"] is None  # it never ran

@@ -461,9 +461,18 @@ async def test_rerunning_a_magic_cell_does_not_generate_again_unless_asked(
         {**magic, "prompt": "regenerate", "regenerate": True, "options": {"max_steps": 1}}
     )
     assert regenerate["ok"] is True
-    assert regenerate["note"] == "Replaced 1 generated cell; kept 1 you edited or ran to install."
+    assert regenerate["note"] == (
+        "Asking again (--regenerate): the 1 cell it left below will be replaced by the new "
+        "answer unless you edit it first; 1 cell you edited or ran to install is kept."
+    )
     end = await tab.wait_for_event(finished, regenerate["run_id"], timeout=60)
     assert end["state"] == "done"
+    notices = [
+        e["text"]
+        for e in tab.events(regenerate["run_id"])
+        if e["type"] == "message" and e["role"] == "notice"
+    ]
+    assert "Replaced 1 cell of the earlier answer." in notices
     ids = [c["id"] for c in notebook.cells]
     assert generated[0] not in ids  # the unedited generated cell was replaced
     assert generated[1] in ids  # the edited one was kept
@@ -498,17 +507,106 @@ async def test_rerunning_a_magic_cell_whose_request_failed_asks_again(
     end = await tab.wait_for_event(finished, first["run_id"], timeout=60)
     assert (end["state"], end["reason"]) == ("failed", "max_attempts")
     failed = [c["id"] for c in notebook.cells if "jupyter_ci" in c["metadata"]]
-    # Running the %%ci again is asking again: the failed cell gives way to the new answer.
+    # Running the %%ci again is asking again, and says so first: the failed cell gives way to
+    # the new answer once it comes, not before.
     again = await tab.request({**magic, "options": {"max_steps": 1}})
     assert again["ok"] is True, again
     assert again["note"] == (
-        "The last request here did not finish (failed: the cell still failed at the last "
-        "attempt): asking again. Replaced 1 generated cell."
+        "The last request here failed (the cell still failed at the last attempt): asking "
+        "again; the 1 cell it left below will be replaced by the new answer unless you edit it "
+        "first."
     )
+    assert failed[0] in [c["id"] for c in notebook.cells]
     end = await tab.wait_for_event(finished, again["run_id"], timeout=60)
     assert end["state"] == "done"
     assert failed[0] not in [c["id"] for c in notebook.cells]
     assert notebook.sources()[1:] == ["c = 3"]
+
+
+async def test_a_failed_cell_the_user_edits_while_the_model_is_asked_again_is_kept(
+    app: JupyterCIServer,
+    model_server: ScriptedModelServer,
+    start_kernel: KernelStarter,
+    tab_factory: TabFactory,
+) -> None:
+    # The model takes a moment to answer: the user reads the failed cell and edits it meanwhile.
+    model_server.set_script(
+        [Reply.code("1 / 0", times=2), Reply.code("c = 3", latency=1.0), Reply.text("Done.")]
+    )
+    kernel_id = await start_kernel()
+    tab = await open_tab(tab_factory, kernel_id)
+    notebook = tab.notebooks["a.ipynb"]
+    magic = start_request(
+        "a.ipynb", kernel_id, "divide", origin="magic", anchor_cell_id="c0", options={}
+    )
+    first = await tab.request({**magic, "options": {"max_attempts": 2}})
+    await tab.wait_for_event(finished, first["run_id"], timeout=60)
+    failed = next(c["id"] for c in notebook.cells if "jupyter_ci" in c["metadata"])
+    again = await tab.request({**magic, "options": {"max_steps": 1}})
+    assert "will be replaced by the new answer unless you edit it first" in again["note"]
+    notebook.cell(failed)["source"] = "1 / 1  # mine now"
+    end = await tab.wait_for_event(finished, again["run_id"], timeout=60)
+    assert end["state"] == "done"
+    assert notebook.cell(failed)["source"] == "1 / 1  # mine now"
+    assert "c = 3" in notebook.sources()
+    assert not any(m.get("method") == "delete_cell" for m in tab.received)
+    notices = [
+        e["text"]
+        for e in tab.events(again["run_id"])
+        if e["type"] == "message" and e["role"] == "notice"
+    ]
+    assert "Kept the 1 cell of the earlier answer: you edited it meanwhile." in notices
+
+
+async def test_a_panel_request_placed_after_a_magic_cell_is_never_that_cells_request(
+    app: JupyterCIServer,
+    model_server: ScriptedModelServer,
+    start_kernel: KernelStarter,
+    tab_factory: TabFactory,
+) -> None:
+    # Issue 23: a panel request whose cells went right after a %%ci cell was taken for that
+    # %%ci's answer; --regenerate then deleted the panel's cell and kept the %%ci's own.
+    model_server.set_script(
+        [
+            Reply.code("scatter = 1", match="scatter"),
+            Reply.code("histogram = 2", match="histogram"),
+            Reply.code("scatter = 10", match="again"),
+        ]
+    )
+    kernel_id = await start_kernel()
+    tab = await open_tab(tab_factory, kernel_id)
+    notebook = tab.notebooks["a.ipynb"]
+    magic = start_request(
+        "a.ipynb",
+        kernel_id,
+        "scatter",
+        origin="magic",
+        anchor_cell_id="c0",
+        options={"max_steps": 1},
+    )
+    first = await tab.request(magic)
+    await tab.wait_for_event(finished, first["run_id"], timeout=60)
+    ours = next(c["id"] for c in notebook.cells if c["source"] == "scatter = 1")
+    # The panel's request goes right after the %%ci cell (the user had selected it).
+    panel = await tab.request(
+        start_request(
+            "a.ipynb", kernel_id, "histogram", anchor_cell_id="c0", options={"max_steps": 1}
+        )
+    )
+    await tab.wait_for_event(finished, panel["run_id"], timeout=60)
+    theirs = next(c for c in notebook.cells if c["source"] == "histogram = 2")
+    assert notebook.sources() == ["x = 1", "histogram = 2", "scatter = 1"]
+    assert theirs["metadata"]["jupyter_ci"]["origin_cell_id"] is None  # not the %%ci's
+
+    # Running the %%ci again: its own cell is below it, the panel's is not its.
+    again = await tab.request(magic)
+    assert "run_id" not in again, again
+    assert again["note"].startswith("The 1 cell this %%ci generated is still below it")
+    regenerate = await tab.request({**magic, "prompt": "again", "regenerate": True})
+    assert "the 1 cell it left below will be replaced" in regenerate["note"]
+    await tab.wait_for_event(finished, regenerate["run_id"], timeout=60)
+    assert ours not in [c["id"] for c in notebook.cells]
+    assert notebook.sources() == ["x = 1", "scatter = 10", "histogram = 2"]
 
 
 async def test_rerunning_a_magic_cell_whose_request_still_waits_leaves_it_alone(

@@ -80,9 +80,6 @@ class LabWorkspace:
         self._stuck = False
         #: Called when the kernel begins a cell this workspace runs (its ``execute_input``).
         self.on_cell_started: Callable[[], None] | None = None
-        #: Source replacements go into the cell's undo history (an outside agent's edits: the
-        #: user's original is one Ctrl+Z away); the loop's fixes and streaming do not.
-        self.undoable_edits = False
 
     # --- the Workspace protocol -----------------------------------------------------------
 
@@ -130,19 +127,20 @@ class LabWorkspace:
         if cell_id in self._written:
             self._written[cell_id]["source"] += text
 
-    async def replace_source(self, cell_id: str, source: str) -> None:
-        """Replace the cell's source (a fix, or the user's edit in review; an outside agent's
-        edit, undoably, with :attr:`undoable_edits`)."""
-        params: dict[str, Any] = {"cell_id": cell_id, "source": source}
-        if self.undoable_edits:
-            params["undoable"] = True
-        await self._call("replace_source", params)
+    async def replace_source(self, cell_id: str, source: str, *, undoable: bool = False) -> None:
+        """Replace the cell's source (a fix, or the user's edit in review); ``undoable``: in the
+        cell's undo history (the user's cell: Ctrl+Z in its editor brings their code back)."""
+        fields: dict[str, Any] = {"cell_id": cell_id, "source": source}
+        if undoable:
+            fields["undoable"] = True
+        await self._call("replace_source", fields)
         self.settled(cell_id)
         if cell_id in self._written:
             self._written[cell_id]["source"] = source
 
     async def delete_cell(self, cell_id: str) -> None:
-        """Delete a generated cell the user did not edit (``--regenerate`` only)."""
+        """Delete a generated cell the user did not edit (a ``%%ci``'s earlier answer replaced;
+        a cell begun, but empty, at Stop)."""
         await self._call("delete_cell", {"cell_id": cell_id})
         self.settled(cell_id)
         self._written.pop(cell_id, None)

@@ -401,7 +401,8 @@ class ConversationStore:
     async def latest_run_for_anchor(
         self, conversation_id: str, anchor_cell_id: str
     ) -> RunRecord | None:
-        """The newest run of this conversation anchored at ``anchor_cell_id`` (a ``%%ci`` cell).
+        """The newest run of the ``%%ci`` cell ``anchor_cell_id`` (its own requests, not the
+        panel's placed after it) in this conversation.
 
         Finished or not: check ``state``. Its cells' hashes tell which generated cells are
         unedited (compare :func:`source_hash` of their current source).

@@ -290,11 +290,15 @@ def runs(conversation_id: str, conn: sqlite3.Connection) -> list[RunRecord]:
 def latest_for_anchor(
     conversation_id: str, anchor_cell_id: str, conn: sqlite3.Connection
 ) -> RunRecord | None:
-    """The newest run anchored at a ``%%ci`` cell, or None."""
+    """The newest run of a ``%%ci`` cell (its own requests: origin ``magic``), or None.
+
+    A panel request whose cells went after the same cell is anchored there too; its cells are
+    never the ``%%ci``'s.
+    """
     # rowid grows with each insert, so it orders runs even when two share a timestamp.
     row = conn.execute(
         "SELECT id FROM runs WHERE conversation_id = ? AND anchor_cell_id = ? "
-        "ORDER BY rowid DESC LIMIT 1",
+        "AND origin = 'magic' ORDER BY rowid DESC LIMIT 1",
         (conversation_id, anchor_cell_id),
     ).fetchone()
     return None if row is None else run_record(str(row["id"]), conn)

@@ -7,7 +7,6 @@ option names never reach the database, and the conversions SQLite needs (valid U
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import sqlite3
@@ -16,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ...agent.cells import source_hash as source_hash
+from ...agent.cells import utf8
 from ...errors import JupyterCIError
 from ...vocabulary import terminal_states
 from ..paths import notebook_path
@@ -46,11 +47,6 @@ _SECRET_WORDS = frozenset(
     }
 )
 _SECRET_NAMES = frozenset({"api_base", "base_url", "api_url"})
-
-
-def source_hash(source: str) -> str:
-    """The hash a generated cell's source is recorded and compared with (see the module doc)."""
-    return hashlib.sha256(utf8(source)).hexdigest()
 
 
 def public_options(options: Mapping[str, Any]) -> dict[str, Any]:
@@ -211,15 +207,6 @@ def cell_of(row: sqlite3.Row) -> GeneratedCell:
 def norm_path(path: str) -> str:
     """A notebook path as the store keeps it: the canonical form (:mod:`..paths`), storable."""
     return storable(notebook_path(path))
-
-
-def utf8(text: str) -> bytes:
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError:
-        # Lone surrogates (from JSON such as "\ud800") become U+FFFD, as TextEncoder does.
-        fixed = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-        return fixed.encode("utf-8")
 
 
 def storable(text: str) -> str:

@@ -1,5 +1,6 @@
 import { NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
 
+import { escapeMarkdownHtml } from '../answerOutput';
 import { FileOpener, notebookFolder } from '../files';
 import { NotebookIndex } from '../notebooks';
 import { CellPlacement } from '../placement';
@@ -63,9 +64,11 @@ export class BoundNotebook {
     const anchor = this.anchor(panel);
     const found = anchor ? NotebookIndex.cellIn(panel, anchor) : null;
     const index = found ? found.index + 1 : model.cells.length;
+    // The model's text, as the %%ci answer writes it: no raw HTML, no image
+    // that loads (inertMedia.ts), since JupyterLab renders the cell.
     model.sharedModel.insertCell(index, {
       cell_type: 'markdown',
-      source: text
+      source: escapeMarkdownHtml(text)
     });
     const notebook = panel.content;
     notebook.activeCellIndex = index;

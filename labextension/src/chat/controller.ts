@@ -256,7 +256,10 @@ export class ChatController extends Lifecycle {
         run_id: runId,
         cell_id: cellId,
         decision: answer.decision,
-        source
+        source,
+        ...(answer.decision === 'reject' && answer.comment
+          ? { comment: answer.comment }
+          : {})
       });
     } catch (error) {
       if (path) {

@@ -2,6 +2,7 @@ import { Clipboard } from '@jupyterlab/apputils';
 import { IRenderMimeRegistry, MimeModel } from '@jupyterlab/rendermime';
 import * as React from 'react';
 
+import { modelRendermime } from '../inertMedia';
 import { wrapCode } from './codeWrap';
 
 /**
@@ -35,7 +36,9 @@ export const COPIED_FOR = 2000;
 /**
  * Markdown text rendered by JupyterLab's rendermime as untrusted content:
  * its sanitizer removes scripts, event handlers and anything else unsafe,
- * and code blocks are highlighted by Lab's markdown parser. With `actions`,
+ * and jupyter-ci's (`modelRendermime`) turns images and other embeds into
+ * links, so that nothing loads from the text; code blocks are highlighted by
+ * Lab's markdown parser. With `actions`,
  * each code block gets "Insert below" and "Copy" buttons.
  */
 export function Markdown(props: {
@@ -53,7 +56,8 @@ export function Markdown(props: {
     let cancelled = false;
     // Rendering is asynchronous: say when this text is in (tests read it).
     node.dataset.rendered = 'false';
-    const renderer = rendermime.createRenderer('text/markdown');
+    const renderer =
+      modelRendermime(rendermime).createRenderer('text/markdown');
     const model = new MimeModel({
       data: { 'text/markdown': text },
       trusted: false

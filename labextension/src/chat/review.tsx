@@ -10,7 +10,8 @@ import type { IProposal } from './steps';
  * if they edited it) or reject it.
  */
 export type ReviewAnswer =
-  { decision: 'run'; source: string | null } | { decision: 'reject' };
+  | { decision: 'run'; source: string | null }
+  | { decision: 'reject'; comment: string | null };
 
 /**
  * A diff line's kind, for its colour.
@@ -83,7 +84,10 @@ export function ReviewCard(props: {
   const fix = proposal.diff.trim() !== '';
   const [editing, setEditing] = React.useState(false);
   const [source, setSource] = React.useState(proposal.source);
+  const [comment, setComment] = React.useState('');
   const [sent, setSent] = React.useState(false);
+  const reject = (): void =>
+    answer({ decision: 'reject', comment: comment.trim() || null });
 
   const answer = (value: ReviewAnswer): void => {
     setSent(true);
@@ -136,6 +140,25 @@ export function ReviewCard(props: {
           ))}
         </pre>
       )}
+      {words.comment && (
+        <input
+          type="text"
+          className="jp-jupyter-ci-textarea jp-jupyter-ci-review-comment"
+          data-testid="jupyter-ci-review-comment"
+          aria-label={words.comment.description}
+          title={words.comment.description}
+          placeholder={words.comment.label}
+          value={comment}
+          disabled={sent}
+          onChange={event => setComment(event.target.value)}
+          onKeyDown={event => {
+            if (event.key === 'Enter') {
+              event.preventDefault();
+              reject();
+            }
+          }}
+        />
+      )}
       <div className="jp-jupyter-ci-review-actions">
         <Button
           type="button"
@@ -176,7 +199,7 @@ export function ReviewCard(props: {
           aria-label={words.reject.description}
           title={words.reject.description}
           disabled={sent}
-          onClick={() => answer({ decision: 'reject' })}
+          onClick={reject}
         >
           {words.reject.label}
         </Button>

@@ -158,6 +158,10 @@ export function applyEvent(
       }
       next.state = event.state;
       next.reason = event.reason;
+      if (typeof event.max_attempts === 'number') {
+        // The run's limit, before any try (a fix of the user's cell starts so).
+        next.maxAttempts = event.max_attempts;
+      }
       if (event.state === 'awaiting_approval' && next.proposal) {
         next.review = next.proposal;
         steps.push({
@@ -169,8 +173,15 @@ export function applyEvent(
         next.review = null;
       }
       if (event.state === 'fixing') {
+        // The attempt being written, as the server counts it (never a count
+        // of the panel's own: a fix of the user's cell is its attempt 1).
+        const count =
+          typeof event.attempt === 'number' &&
+          typeof event.max_attempts === 'number'
+            ? `, attempt ${event.attempt}/${event.max_attempts}`
+            : '';
         steps.push({
-          label: `Error → fixing, attempt ${next.attempt + 1}/${next.maxAttempts}`,
+          label: `Error → fixing${count}`,
           cellId: next.proposal?.cellId ?? null,
           status: 'active'
         });
