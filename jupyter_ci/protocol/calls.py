@@ -31,6 +31,7 @@ class InsertCellCall(CallBase):
     after_id: str | None
     source: str
     metadata: dict[str, Any]
+    cell_type: NotRequired[Literal["code", "markdown", "raw"]]
 
 
 class RestoredCell(TypedDict):
@@ -40,6 +41,7 @@ class RestoredCell(TypedDict):
     after_id: str | None
     source: str
     metadata: dict[str, Any]
+    cell_type: NotRequired[Literal["markdown", "raw"]]
 
 
 class RestoreCellsCall(CallBase):
@@ -96,6 +98,18 @@ class InterruptCall(CallBase):
     method: Literal["interrupt"]
 
 
+class RunOptionsCall(CallBase):
+    """The user's run options in the tab (their JupyterLab settings for jupyter-ci)."""
+
+    method: Literal["run_options"]
+
+
+class SaveCall(CallBase):
+    """Save the notebook, as the user's Save does."""
+
+    method: Literal["save"]
+
+
 Call = (
     ReadCellsCall
     | InsertCellCall
@@ -105,6 +119,8 @@ Call = (
     | RunCellCall
     | EvaluateCall
     | InterruptCall
+    | RunOptionsCall
+    | SaveCall
     | RestoreCellsCall
 )
 
@@ -123,6 +139,7 @@ class CallResult(TypedDict):
     truncated: NotRequired[bool]
     restored: NotRequired[list[str]]
     text: NotRequired[str]
+    options: NotRequired[dict[str, Any]]
 
 
 class CallFailure(TypedDict):

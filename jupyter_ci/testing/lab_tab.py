@@ -144,6 +144,12 @@ class ScriptedTab:
         self.answering = True
         #: Ids of the cells whose run_cell the kernel has begun (reported ``started``).
         self.started_cells: list[str] = []
+        #: The user's run options the tab reports (``run_options``: its JupyterLab settings).
+        self.user_options: dict[str, Any] = {}
+        #: How many times each notebook was saved (``save``), by path.
+        self.saves: dict[str, int] = {}
+        #: The sources each cell had before an undoable replacement (its undo history), by id.
+        self.undo: dict[str, list[str]] = {}
         self._results: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._kernels: dict[str, Any] = {}
         self._readers: dict[str, asyncio.Task[None]] = {}
@@ -408,6 +414,15 @@ class ScriptedTab:
             after = call.get("after_id")
             position = 0 if after is None else notebook.index(str(after)) + 1
             cell = code_cell(str(call.get("source", "")), **dict(call.get("metadata") or {}))
+            if call.get("cell_type", "code") != "code":
+                cell = _node(
+                    {
+                        "id": cell["id"],
+                        "cell_type": call["cell_type"],
+                        "source": cell["source"],
+                        "metadata": cell["metadata"],
+                    }
+                )
             notebook.cells.insert(position, cell)
             notebook.outputs.cell_inserted(position)
             return {"cell_id": cell["id"]}
@@ -422,7 +437,15 @@ class ScriptedTab:
             notebook.outputs.cell_deleted(position)
             return {}
         if method == "replace_source":
-            notebook.cell(str(call["cell_id"]))["source"] = str(call["source"])
+            cell = notebook.cell(str(call["cell_id"]))
+            if call.get("undoable"):
+                self.undo.setdefault(str(call["cell_id"]), []).append(str(cell["source"]))
+            cell["source"] = str(call["source"])
+            return {}
+        if method == "run_options":
+            return {"options": dict(self.user_options)}
+        if method == "save":
+            self.saves[notebook.path] = self.saves.get(notebook.path, 0) + 1
             return {}
         if method == "run_cell" and self.instant:
             notebook.cell(str(call["cell_id"]))

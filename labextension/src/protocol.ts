@@ -31,7 +31,7 @@ export type TerminalRunState = 'done' | 'failed' | 'stopped';
  * show for it.
  */
 export type DoneReason =
-  'answered' | 'max_steps' | 'inserted' | 'rejected' | 'fixed';
+  'answered' | 'max_steps' | 'inserted' | 'rejected' | 'fixed' | 'called';
 
 /**
  * Why a run ended failed. Each title is the words the status line and the panel
@@ -136,7 +136,8 @@ export type RunMetadataKey = 'jupyter_ci_run';
 
 /**
  * jupyter-ci's key in cell metadata: the stamp of a %%ci cell ({client}) or the
- * hint on a generated cell ({run_id, ...}).
+ * hint on a generated cell ({run_id, ...}; agent: the outside agent that added
+ * it, an MCP client's name).
  */
 export type CellMetadataKey = 'jupyter_ci';
 
@@ -326,9 +327,10 @@ export interface ICellUpdatedEvent extends IEventBase {
    * user's cell; edited: the user's edit in review; reproposed: the model's
    * other proposal after a Reject. stopped: the run was stopped while the model
    * wrote this cell; its code is commented out, so it never runs unedited (Run
-   * All included).
+   * All included). agent: an outside agent's (MCP) code for the cell: its edit
+   * (diff from the code before), or the code it asks to run (diff empty).
    */
-  cause: 'streamed' | 'fix' | 'edited' | 'reproposed' | 'stopped';
+  cause: 'streamed' | 'fix' | 'edited' | 'reproposed' | 'stopped' | 'agent';
 }
 
 /**
@@ -484,6 +486,10 @@ export interface IRestoreCellsCall extends ICallBase {
     after_id: string | null;
     source: string;
     metadata: Record<string, unknown>;
+    /**
+     * The cell's type when not code (an outside agent's markdown or raw cell).
+     */
+    cell_type?: 'markdown' | 'raw';
   }[];
   streaming_cell_id: string | null;
 }
@@ -493,6 +499,11 @@ export interface IInsertCellCall extends ICallBase {
   after_id: string | null;
   source: string;
   metadata: Record<string, unknown>;
+  /**
+   * The new cell's type (default code); an outside agent (MCP) may insert
+   * markdown or raw cells.
+   */
+  cell_type?: 'code' | 'markdown' | 'raw';
 }
 
 export interface IAppendSourceCall extends ICallBase {
@@ -506,9 +517,10 @@ export interface IReplaceSourceCall extends ICallBase {
   cell_id: string;
   source: string;
   /**
-   * The cell is the user's (a fix of a cell they wrote): the change goes into
-   * the cell's undo history, so one Ctrl+Z in its editor brings their code
-   * back. Absent or false: outside it, as streamed code is written.
+   * The cell is the user's (a fix of a cell they wrote, or an outside agent's
+   * edit_cell): the change goes into the cell's undo history, so one Ctrl+Z in
+   * its editor brings their code back. Absent or false: outside it, as streamed
+   * code is written.
    */
   undoable?: boolean;
 }
@@ -555,6 +567,24 @@ export interface IInterruptCall extends ICallBase {
 }
 
 /**
+ * The run options the user set in this tab (their JupyterLab settings for
+ * jupyter-ci), as a request's user_options: the reply's options. An outside
+ * agent's run (MCP) has no request from the tab to carry them (review mode is
+ * one).
+ */
+export interface IRunOptionsCall extends ICallBase {
+  method: 'run_options';
+}
+
+/**
+ * Save the notebook (as the user's Save does): an outside agent's cells are on
+ * disk without real-time collaboration too.
+ */
+export interface ISaveCall extends ICallBase {
+  method: 'save';
+}
+
+/**
  * Discriminated by `method`.
  */
 export type Call =
@@ -566,6 +596,8 @@ export type Call =
   | IRunCellCall
   | IEvaluateCall
   | IInterruptCall
+  | IRunOptionsCall
+  | ISaveCall
   | IRestoreCellsCall;
 
 /**
@@ -609,6 +641,10 @@ export interface ICallResult {
    * it (no expression asked, or the cell failed).
    */
   text?: string;
+  /**
+   * run_options: the user's run options in this tab.
+   */
+  options?: Record<string, unknown>;
 }
 
 /**
@@ -865,7 +901,16 @@ export interface IRunInfo {
    * The client_id of the tab that started the run (its calls go only there).
    */
   owner: string;
-  origin: 'panel' | 'magic';
+  /**
+   * panel, magic, or mcp: an outside agent's tool call (its owner is the tab
+   * that has the notebook open).
+   */
+  origin: 'panel' | 'magic' | 'mcp';
+  /**
+   * origin mcp: the outside agent whose call it is (the MCP client's name, as
+   * the cells it adds are badged).
+   */
+  agent?: string;
   state: RunState;
   prompt: string;
   anchor_cell_id: string | null;
@@ -1082,6 +1127,8 @@ export interface IProtocolDefinitions {
   RunCellCall: IRunCellCall;
   EvaluateCall: IEvaluateCall;
   InterruptCall: IInterruptCall;
+  RunOptionsCall: IRunOptionsCall;
+  SaveCall: ISaveCall;
   Call: Call;
   CallResult: ICallResult;
   CallFailure: ICallFailure;
@@ -1141,7 +1188,8 @@ export const DONE_REASON_TITLES: Record<DoneReason, string> = {
   max_steps: 'reached the step limit',
   inserted: 'inserted, not run',
   rejected: 'rejected in review',
-  fixed: 'fixed'
+  fixed: 'fixed',
+  called: 'done'
 };
 
 /**
@@ -1179,6 +1227,7 @@ export const END_REASON_TITLES: Record<EndReason, string> = {
   inserted: 'inserted, not run',
   rejected: 'rejected in review',
   fixed: 'fixed',
+  called: 'done',
   max_attempts: 'the cell still failed at the last attempt',
   model_error: 'model error',
   config_error: 'configuration error',
@@ -1272,7 +1321,8 @@ export const RUN_METADATA_KEY: RunMetadataKey = 'jupyter_ci_run';
 
 /**
  * jupyter-ci's key in cell metadata: the stamp of a %%ci cell ({client}) or the
- * hint on a generated cell ({run_id, ...}).
+ * hint on a generated cell ({run_id, ...}; agent: the outside agent that added
+ * it, an MCP client's name).
  */
 export const CELL_METADATA_KEY: CellMetadataKey = 'jupyter_ci';
 

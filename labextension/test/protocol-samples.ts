@@ -238,6 +238,23 @@ export const VALID: ISample[] = [
   }),
   valid('Call', { ...call, method: 'evaluate', expression: '1' }),
   valid('Call', { ...call, method: 'interrupt' }),
+  valid('Call', { ...call, method: 'run_options' }),
+  valid('Call', { ...call, method: 'save' }),
+  valid('Call', {
+    ...call,
+    method: 'insert_cell',
+    after_id: null,
+    source: '## Notes',
+    metadata: { jupyter_ci: { run_id: 'r1', agent: 'claude-code' } },
+    cell_type: 'markdown'
+  }),
+  valid('Call', {
+    ...call,
+    method: 'replace_source',
+    cell_id: 'c2',
+    source: 'print(2)',
+    undoable: true
+  }),
   valid('Call', {
     ...call,
     method: 'restore_cells',

@@ -78,6 +78,8 @@ class LabWorkspace:
         self._lost: JupyterCIError | None = None
         self._lost_fate: KernelFate | None = None
         self._stuck = False
+        #: Called when the kernel begins a cell this workspace runs (its ``execute_input``).
+        self.on_cell_started: Callable[[], None] | None = None
 
     # --- the Workspace protocol -----------------------------------------------------------
 
@@ -91,12 +93,19 @@ class LabWorkspace:
         after_id: str | None,
         source: str = "",
         metadata: Mapping[str, Any] | None = None,
+        *,
+        cell_type: str = "code",
     ) -> str:
-        """Insert a code cell after ``after_id`` (at the top when None); return its id."""
-        reply = await self._call(
-            "insert_cell",
-            {"after_id": after_id, "source": source, "metadata": dict(metadata or {})},
-        )
+        """Insert a cell (code, unless ``cell_type`` says otherwise) after ``after_id`` (at
+        the top when None); return its id."""
+        params: dict[str, Any] = {
+            "after_id": after_id,
+            "source": source,
+            "metadata": dict(metadata or {}),
+        }
+        if cell_type != "code":
+            params["cell_type"] = cell_type
+        reply = await self._call("insert_cell", params)
         cell_id = reply.get("cell_id")
         if not isinstance(cell_id, str) or not cell_id:
             raise InternalError("The browser inserted a cell but did not say its id.")
@@ -106,6 +115,8 @@ class LabWorkspace:
             "source": source,
             "metadata": dict(metadata or {}),
         }
+        if cell_type != "code":
+            self._written[cell_id]["cell_type"] = cell_type
         if not source:
             self._streaming = cell_id
         return cell_id
@@ -163,6 +174,8 @@ class LabWorkspace:
                 value = progress.get("started_at")
                 started_at.append(float(value) if isinstance(value, (int, float)) else time.time())
                 started.set()
+                if self.on_cell_started is not None:
+                    self.on_cell_started()
 
         interrupts = self._interrupts
         params: dict[str, Any] = {"cell_id": cell_id}
@@ -237,6 +250,18 @@ class LabWorkspace:
         """Interrupt the kernel (Stop): through the server's kernel manager when it can."""
         self._interrupts += 1
         await self._interrupt()
+
+    # --- what an outside agent's run also asks of the tab -----------------------------------
+
+    async def run_options(self) -> dict[str, Any]:
+        """The user's run options in the tab (their JupyterLab settings for jupyter-ci)."""
+        reply = await self._call("run_options")
+        options = reply.get("options")
+        return dict(options) if isinstance(options, Mapping) else {}
+
+    async def save(self) -> None:
+        """Save the notebook in the tab (as the user's Save does)."""
+        await self._call("save")
 
     # --- what the run manager tells it -----------------------------------------------------
 
