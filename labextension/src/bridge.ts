@@ -1,4 +1,4 @@
-import { CodeCell, ICellModel } from '@jupyterlab/cells';
+import { CodeCell, ICellModel, ICodeCellModel } from '@jupyterlab/cells';
 import * as nbformat from '@jupyterlab/nbformat';
 import { NotebookPanel } from '@jupyterlab/notebook';
 import { Kernel } from '@jupyterlab/services';
@@ -20,6 +20,7 @@ import type {
   IInsertCellCall,
   IRestoreCellsCall,
   IRunCellCall,
+  IShowOutputsCall,
   RunEvent
 } from './protocol';
 import { RunTracker } from './runs';
@@ -212,6 +213,17 @@ export class NotebookBridge extends Lifecycle {
         this._runs.touch(call.run_id);
         return { restored };
       }
+      case 'show_outputs': {
+        const found = this._cell(path, call.cell_id);
+        if (found.model.type !== 'code') {
+          throw new CallError(
+            'not_code',
+            `Cell ${call.cell_id} is not a code cell.`
+          );
+        }
+        Private.showOutputs(found.model as ICodeCellModel, call);
+        return {};
+      }
       default:
         throw new CallError(
           'unknown_method',
@@ -330,11 +342,14 @@ export class NotebookBridge extends Lifecycle {
       isClosed: () => panel.isDisposed && this._index.panel(path) === null,
       expression: call.expression,
       runId: call.run_id,
-      onStarted: startedAt => {
+      onStarted: (startedAt, msgId) => {
+        // The request's msg_id: the server follows the cell under it on the
+        // kernel's output channel too, should this page be reloaded.
         const progress: ICallProgress = {
           call_id: call.call_id,
           progress: 'started',
-          started_at: startedAt
+          started_at: startedAt,
+          ...(msgId !== null && { msg_id: msgId })
         };
         this._progress.set(call.call_id, progress);
         this._connection.reply(progress);
@@ -610,6 +625,39 @@ namespace Private {
       return typeof agent === 'string' && agent ? agent : null;
     }
     return null;
+  }
+
+  /**
+   * Make a cell show exactly the outputs the server heard for it (after a
+   * reload the previous page's execution of it is gone; with real-time
+   * collaboration the outputs that page wrote are in the document already):
+   * the outputs that differ are replaced, the missing ones added, so a
+   * second sight of an output never shows it twice.
+   */
+  export function showOutputs(
+    model: ICodeCellModel,
+    call: IShowOutputsCall
+  ): void {
+    const outputs = model.outputs;
+    // The server builds them with nbformat's own rules (its one normaliser).
+    const wanted = call.outputs as nbformat.IOutput[];
+    model.trusted = true;
+    if (outputs.length > wanted.length) {
+      outputs.clear(); // cleared by the cell (clear_output): start again
+    }
+    wanted.forEach((output, index) => {
+      if (index >= outputs.length) {
+        outputs.add(output);
+      } else if (
+        JSON.stringify(outputs.get(index).toJSON()) !== JSON.stringify(output)
+      ) {
+        outputs.set(index, output);
+      }
+    });
+    if (call.execution_count !== null) {
+      model.executionCount = call.execution_count;
+    }
+    model.executionState = call.running ? 'running' : 'idle';
   }
 
   export function notOpen(path: string, wasOpen: boolean): CallError {
