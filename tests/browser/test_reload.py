@@ -354,3 +354,47 @@ def test_a_cell_that_fails_after_a_reload_is_fixed(
     assert len(model.chat_requests) == 3
     assert "the gate opened" in json.dumps(model.chat_requests[1].body)
     assert model_context.jupyter_ci_errors == []
+
+
+def test_the_cells_run_all_held_back_run_after_a_reload(
+    model_context: Any, model_lab: Lab, model: ScriptedModelServer
+) -> None:
+    model.set_script([Reply.code(SLOW_CODE, delay=0.05), Reply.text("Counted.")])
+    path = write_notebook(
+        model_lab, ["%load_ext jupyter_ci", "%%ci count slowly", "print('held back ran')"]
+    )
+    page = model_context.new_page()
+    open_lab_app(page, model_lab)
+    open_notebook(page, path)
+    run_all(page, path)
+    wait_until(
+        lambda: len(cells(page, path)) > 3 and "value_3 = 3" in cells(page, path)[2]["source"],
+        60,
+        "code to stream",
+        lambda: dump(page, path),
+    )
+    held = cells(page, path)[3]
+    assert (held["source"], held["outputs"]) == ("print('held back ran')", [])
+
+    reload_lab(page, path)
+    status = wait_for_status(page, path, 1, TERMINAL)
+    assert status["state"] == "done", dump(page, path)
+    # The page that claimed the request is gone; the reloaded one runs what it held back.
+    wait_until(
+        lambda: "held back ran" in text_of(cells(page, path)[3]["outputs"]),
+        60,
+        "the held-back cell to run",
+        lambda: dump(page, path),
+    )
+    wait_until(
+        lambda: "ran the 1 cell" in str(status_of(cells(page, path)[1]).get("continuation")),
+        30,
+        "the %%ci cell to say so",
+        lambda: dump(page, path),
+    )
+    final = cells(page, path)
+    assert final[3]["id"] == held["id"]
+    assert text_of(final[3]["outputs"]) == "held back ran\n"
+    assert final[3]["execution_count"] is not None
+    assert len(model.chat_requests) == 2
+    assert model_context.jupyter_ci_errors == []
