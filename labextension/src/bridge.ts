@@ -49,7 +49,7 @@ type ResultFields = Omit<ICallResult, 'call_id' | 'ok'>;
  * `restore_cells`, which puts back the cells the notebook lacks, and the
  * run's other calls wait for it. Calls for a notebook this page has not
  * opened yet wait for it to open (a reloaded page opens its notebooks again
- * as it starts), at most `OPEN_WAIT`.
+ * as it starts), at most `NotebookIndex.OPEN_WAIT`.
  */
 export class NotebookBridge extends Lifecycle {
   constructor(options: NotebookBridge.IOptions) {
@@ -144,7 +144,7 @@ export class NotebookBridge extends Lifecycle {
     const path = call.notebook_path;
     if (!this._index.panel(path) && this._index.isOpening(path)) {
       // A reloaded page opens its notebooks again as it starts.
-      await this._index.whenOpen(path, Private.OPEN_WAIT);
+      await this._index.whenOpen(path, NotebookIndex.OPEN_WAIT);
     }
     const panel = this._panel(path);
     switch (call.method) {
@@ -600,12 +600,6 @@ namespace Private {
    */
   export const MAX_ANSWERS = 500;
   export const ANSWER_TTL = 5 * 60 * 1000;
-
-  /**
-   * How long a call waits for its notebook to open in a page that has not
-   * opened it yet (ms): a reloaded page opens it again as it starts.
-   */
-  export const OPEN_WAIT = 30_000;
 
   /**
    * A call's answer, once for all its sends.

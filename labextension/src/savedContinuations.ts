@@ -99,7 +99,7 @@ export class SavedContinuations {
     if (!this.take(entry.runId, entry.cellId)) {
       return; // another page of this tab took them (it saw the end)
     }
-    if (!(await index.whenOpen(entry.path, Private.OPEN_WAIT))) {
+    if (!(await index.whenOpen(entry.path, NotebookIndex.OPEN_WAIT))) {
       return;
     }
     if (!statusOutputs.get(entry.cellId)) {
@@ -170,12 +170,6 @@ namespace Private {
    * Requests kept at most (a tab runs one request per kernel at a time).
    */
   export const MAX_KEPT = 50;
-
-  /**
-   * How long a saved continuation waits for its notebook to open in the
-   * reloaded page (ms), as the bridge's calls do.
-   */
-  export const OPEN_WAIT = 30_000;
 
   export function key(entry: ISavedContinuation): string {
     return `${entry.runId}\n${entry.cellId}`;

@@ -7,7 +7,8 @@ every request's outputs) and keeps what comes under the execute request of the r
 cell, whose msg_id the tab says in its ``started`` progress: the execution count and start
 (``execute_input``), the outputs (built by the one normaliser,
 :class:`~jupyter_ci.execution.outputs.NotebookOutputs`), and the end (``status: idle``). After a
-reload the run reads the cell's end from here (ARCHITECTURE.md, "A reload while a cell runs").
+reload the run reads the cell's end from here (ARCHITECTURE.md, Invariants: a run belongs to the
+browser tab, across its reloads).
 
 Only kernels this server runs have a channel it can listen to (their connection file is here); a
 kernel gateway's kernels have none, and a reload while their cell runs ends the run, saying so.
