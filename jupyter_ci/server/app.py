@@ -57,7 +57,11 @@ class _ServerKernels:
         manager: Any = self.app.serverapp.kernel_manager if self.app.serverapp else None
         if manager is None or kernel_id not in manager:
             return None
-        return IOPubWatch.open(manager.get_kernel(kernel_id))
+        try:
+            return IOPubWatch.open(manager.get_kernel(kernel_id))
+        except Exception:  # never in the way of the run: it then goes without (as for a gateway)
+            self.app.log.warning("jupyter-ci: not listening to kernel %s", kernel_id, exc_info=True)
+            return None
 
 
 class JupyterCIServer(ExtensionApp):
