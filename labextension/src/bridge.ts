@@ -8,7 +8,7 @@ import { CIConnection } from './connection';
 import { CallError, evaluateExpression, executeCell } from './execute';
 import { Lifecycle } from './lifecycle';
 import { IFoundCell, NotebookIndex } from './notebooks';
-import { capOutputs, MAX_OUTPUT_BYTES } from './outputs';
+import { capOutputs, MAX_OUTPUT_BYTES, showOutputs } from './outputs';
 import { CELL_METADATA_KEY } from './protocol';
 import type {
   Call,
@@ -20,7 +20,6 @@ import type {
   IInsertCellCall,
   IRestoreCellsCall,
   IRunCellCall,
-  IShowOutputsCall,
   RunEvent
 } from './protocol';
 import { RunTracker } from './runs';
@@ -221,7 +220,7 @@ export class NotebookBridge extends Lifecycle {
             `Cell ${call.cell_id} is not a code cell.`
           );
         }
-        Private.showOutputs(found.model as ICodeCellModel, call);
+        showOutputs(found.model as ICodeCellModel, call);
         return {};
       }
       default:
@@ -619,39 +618,6 @@ namespace Private {
       return typeof agent === 'string' && agent ? agent : null;
     }
     return null;
-  }
-
-  /**
-   * Make a cell show exactly the outputs the server heard for it (after a
-   * reload the previous page's execution of it is gone; with real-time
-   * collaboration the outputs that page wrote are in the document already):
-   * the outputs that differ are replaced, the missing ones added, so a
-   * second sight of an output never shows it twice.
-   */
-  export function showOutputs(
-    model: ICodeCellModel,
-    call: IShowOutputsCall
-  ): void {
-    const outputs = model.outputs;
-    // The server builds them with nbformat's own rules (its one normaliser).
-    const wanted = call.outputs as nbformat.IOutput[];
-    model.trusted = true;
-    if (outputs.length > wanted.length) {
-      outputs.clear(); // cleared by the cell (clear_output): start again
-    }
-    wanted.forEach((output, index) => {
-      if (index >= outputs.length) {
-        outputs.add(output);
-      } else if (
-        JSON.stringify(outputs.get(index).toJSON()) !== JSON.stringify(output)
-      ) {
-        outputs.set(index, output);
-      }
-    });
-    if (call.execution_count !== null) {
-      model.executionCount = call.execution_count;
-    }
-    model.executionState = call.running ? 'running' : 'idle';
   }
 
   export function notOpen(path: string, wasOpen: boolean): CallError {
