@@ -31,6 +31,7 @@ from .calls import (
     RunCellCall,
     RunOptionsCall,
     SaveCall,
+    ShowOutputsCall,
 )
 from .events import (
     AttemptEvent,
@@ -128,6 +129,7 @@ TYPES: dict[str, type] = {
         RunOptionsCall,
         SaveCall,
         RestoreCellsCall,
+        ShowOutputsCall,
         CallResult,
         CallFailure,
         CallProgress,
@@ -242,6 +244,7 @@ __all__ = [
     "RunsNotice",
     "SaveCall",
     "ServerMessage",
+    "ShowOutputsCall",
     "StartRunRequest",
     "StateEvent",
     "StopRunRequest",

@@ -110,6 +110,16 @@ class SaveCall(CallBase):
     method: Literal["save"]
 
 
+class ShowOutputsCall(CallBase):
+    """After a reload: show a running cell's outputs as the server heard them."""
+
+    method: Literal["show_outputs"]
+    cell_id: str
+    outputs: list[dict[str, Any]]
+    execution_count: int | None
+    running: bool
+
+
 Call = (
     ReadCellsCall
     | InsertCellCall
@@ -122,6 +132,7 @@ Call = (
     | RunOptionsCall
     | SaveCall
     | RestoreCellsCall
+    | ShowOutputsCall
 )
 
 
@@ -156,6 +167,7 @@ class CallProgress(TypedDict):
     call_id: str
     progress: Literal["started"]
     started_at: float
+    msg_id: NotRequired[str]
 
 
 CallReply = CallResult | CallFailure

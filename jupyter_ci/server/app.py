@@ -24,6 +24,7 @@ from .expectations import HandoffExpectations
 from .handlers import ConversationHandler, ExportHandler, StatusHandler
 from .hub import Hub
 from .keys import PROVIDER_KEY_VARIABLES, KeyRing
+from .lab.iopub import IOPubWatch
 from .paths import BadPath, notebook_path
 from .recording import abandoned_run_finished
 from .runs import RunManager
@@ -51,6 +52,16 @@ class _ServerKernels:
         manager: Any = self.app.serverapp.kernel_manager if self.app.serverapp else None
         if manager is not None and kernel_id in manager:
             await ensure_async(manager.interrupt_kernel(kernel_id))
+
+    def watch(self, kernel_id: str) -> IOPubWatch | None:
+        manager: Any = self.app.serverapp.kernel_manager if self.app.serverapp else None
+        if manager is None or kernel_id not in manager:
+            return None
+        try:
+            return IOPubWatch.open(manager.get_kernel(kernel_id))
+        except Exception:  # never in the way of the run: it then goes without (as for a gateway)
+            self.app.log.warning("jupyter-ci: not listening to kernel %s", kernel_id, exc_info=True)
+            return None
 
 
 class JupyterCIServer(ExtensionApp):

@@ -681,9 +681,13 @@ class RunManager:
         run.task = asyncio.ensure_future(self._run(run))
 
     async def _run(self, run: ManagedRun) -> RunOutcome:
+        # Heard by the server too, so that a page reloaded while a cell runs loses nothing.
+        run.workspace.watch = self.kernels.watch(run.kernel_id)
         try:
             outcome = await run.agent.run()
         finally:
+            if run.workspace.watch is not None:
+                run.workspace.watch.close()
             run.channel.close()
             for future in run.reviews.values():
                 if not future.done():

@@ -1,4 +1,4 @@
-import { CodeCell, ICellModel } from '@jupyterlab/cells';
+import { CodeCell, ICellModel, ICodeCellModel } from '@jupyterlab/cells';
 import * as nbformat from '@jupyterlab/nbformat';
 import { NotebookPanel } from '@jupyterlab/notebook';
 import { Kernel } from '@jupyterlab/services';
@@ -8,7 +8,7 @@ import { CIConnection } from './connection';
 import { CallError, evaluateExpression, executeCell } from './execute';
 import { Lifecycle } from './lifecycle';
 import { IFoundCell, NotebookIndex } from './notebooks';
-import { capOutputs, MAX_OUTPUT_BYTES } from './outputs';
+import { capOutputs, MAX_OUTPUT_BYTES, showOutputs } from './outputs';
 import { CELL_METADATA_KEY } from './protocol';
 import type {
   Call,
@@ -48,7 +48,7 @@ type ResultFields = Omit<ICallResult, 'call_id' | 'ok'>;
  * `restore_cells`, which puts back the cells the notebook lacks, and the
  * run's other calls wait for it. Calls for a notebook this page has not
  * opened yet wait for it to open (a reloaded page opens its notebooks again
- * as it starts), at most `OPEN_WAIT`.
+ * as it starts), at most `NotebookIndex.OPEN_WAIT`.
  */
 export class NotebookBridge extends Lifecycle {
   constructor(options: NotebookBridge.IOptions) {
@@ -143,7 +143,7 @@ export class NotebookBridge extends Lifecycle {
     const path = call.notebook_path;
     if (!this._index.panel(path) && this._index.isOpening(path)) {
       // A reloaded page opens its notebooks again as it starts.
-      await this._index.whenOpen(path, Private.OPEN_WAIT);
+      await this._index.whenOpen(path, NotebookIndex.OPEN_WAIT);
     }
     const panel = this._panel(path);
     switch (call.method) {
@@ -211,6 +211,17 @@ export class NotebookBridge extends Lifecycle {
         const restored = this._restore(panel, call);
         this._runs.touch(call.run_id);
         return { restored };
+      }
+      case 'show_outputs': {
+        const found = this._cell(path, call.cell_id);
+        if (found.model.type !== 'code') {
+          throw new CallError(
+            'not_code',
+            `Cell ${call.cell_id} is not a code cell.`
+          );
+        }
+        showOutputs(found.model as ICodeCellModel, call);
+        return {};
       }
       default:
         throw new CallError(
@@ -330,11 +341,14 @@ export class NotebookBridge extends Lifecycle {
       isClosed: () => panel.isDisposed && this._index.panel(path) === null,
       expression: call.expression,
       runId: call.run_id,
-      onStarted: startedAt => {
+      onStarted: (startedAt, msgId) => {
+        // The request's msg_id: the server follows the cell under it on the
+        // kernel's output channel too, should this page be reloaded.
         const progress: ICallProgress = {
           call_id: call.call_id,
           progress: 'started',
-          started_at: startedAt
+          started_at: startedAt,
+          ...(msgId !== null && { msg_id: msgId })
         };
         this._progress.set(call.call_id, progress);
         this._connection.reply(progress);
@@ -585,12 +599,6 @@ namespace Private {
    */
   export const MAX_ANSWERS = 500;
   export const ANSWER_TTL = 5 * 60 * 1000;
-
-  /**
-   * How long a call waits for its notebook to open in a page that has not
-   * opened it yet (ms): a reloaded page opens it again as it starts.
-   */
-  export const OPEN_WAIT = 30_000;
 
   /**
    * A call's answer, once for all its sends.

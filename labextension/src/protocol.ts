@@ -585,6 +585,23 @@ export interface ISaveCall extends ICallBase {
 }
 
 /**
+ * After a reload while a cell of the run was running: the cell's outputs and
+ * execution count as the server heard them on the kernel's output channel (all
+ * of them, not only the new ones), while it runs (running true) and once it
+ * ended. The tab makes the cell show exactly these.
+ */
+export interface IShowOutputsCall extends ICallBase {
+  method: 'show_outputs';
+  cell_id: string;
+  outputs: IOutput[];
+  /**
+   * An integer.
+   */
+  execution_count: number | null;
+  running: boolean;
+}
+
+/**
  * Discriminated by `method`.
  */
 export type Call =
@@ -598,12 +615,13 @@ export type Call =
   | IInterruptCall
   | IRunOptionsCall
   | ISaveCall
-  | IRestoreCellsCall;
+  | IRestoreCellsCall
+  | IShowOutputsCall;
 
 /**
  * The browser's successful reply to a call. Which fields are set depends on the
  * method: read_cells → cells; insert_cell → cell_id; run_cell → execution
- * fields; evaluate → text; restore_cells → restored.
+ * fields; evaluate → text; restore_cells → restored; show_outputs → nothing.
  */
 export interface ICallResult {
   call_id: string;
@@ -665,6 +683,12 @@ export interface ICallProgress {
   call_id: string;
   progress: 'started';
   started_at: number;
+  /**
+   * The msg_id of the cell's execute request (absent for an empty cell, which
+   * is not sent): the server follows the cell on the kernel's output channel
+   * under it, so a reload of the page does not lose the cell.
+   */
+  msg_id?: string;
 }
 
 /**
@@ -1129,6 +1153,7 @@ export interface IProtocolDefinitions {
   InterruptCall: IInterruptCall;
   RunOptionsCall: IRunOptionsCall;
   SaveCall: ISaveCall;
+  ShowOutputsCall: IShowOutputsCall;
   Call: Call;
   CallResult: ICallResult;
   CallFailure: ICallFailure;

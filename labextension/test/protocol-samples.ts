@@ -264,6 +264,14 @@ export const VALID: ISample[] = [
     ],
     streaming_cell_id: 'c3'
   }),
+  valid('Call', {
+    ...call,
+    method: 'show_outputs',
+    cell_id: 'c3',
+    outputs: [{ output_type: 'stream', name: 'stdout', text: 'begun\n' }],
+    execution_count: 7,
+    running: true
+  }),
 
   // CallReply: both members, and a progress note.
   valid('CallReply', {
@@ -299,6 +307,12 @@ export const VALID: ISample[] = [
     call_id: 'k3',
     progress: 'started',
     started_at: 2.5
+  }),
+  valid('CallProgress', {
+    call_id: 'k3',
+    progress: 'started',
+    started_at: 2.5,
+    msg_id: 'a1b2c3'
   }),
 
   // ClientRequest: each member.
