@@ -14,14 +14,27 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from traitlets.config import Config
+
 from ..models.base import Model
 from ..server.keys import KeyRing
 from ..server.recording import RunRecorder
 from ..server.store import ConversationStore
 from ..settings import Layer, Settings, resolve_settings
+from ..workspaces.kernel import channel_encryption
 from .notebooks import Backend
 
 log = logging.getLogger("jupyter_ci.mcp")
+
+
+def _contents_log() -> logging.Logger:
+    """The contents manager's log, without its warning at each save of a notebook with outputs
+    ("Notebook x.ipynb is not trusted"): the notebooks an agent runs are left unsigned, as a
+    notebook run outside JupyterLab is, and saying so at every call fills the client's log."""
+    contents = log.getChild("contents")
+    if not contents.filters:
+        contents.addFilter(lambda record: "is not trusted" not in record.getMessage())
+    return contents
 
 
 class LocalJupyter:
@@ -40,8 +53,12 @@ class LocalJupyter:
         self.keyring = KeyRing.take(
             trusted.api_key_env, strip_provider_keys=trusted.strip_provider_keys
         )
-        self.contents = AsyncLargeFileManager(root_dir=self.root)
-        self.kernels = AsyncMappingKernelManager(root_dir=self.root)  # type: ignore[no-untyped-call]
+        self.contents = AsyncLargeFileManager(root_dir=self.root, log=_contents_log())
+        # Kernels' channels encrypted where they can be (else each kernel warns on stderr, the
+        # client's log, that it runs unencrypted), as jupyter ci run's are.
+        self.kernels = AsyncMappingKernelManager(  # type: ignore[no-untyped-call]
+            root_dir=self.root, config=Config({"KernelManager": channel_encryption()})
+        )
         self.sessions = SessionManager(  # type: ignore[no-untyped-call]
             kernel_manager=self.kernels, contents_manager=self.contents
         )

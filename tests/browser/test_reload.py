@@ -16,6 +16,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from jupyter_ci.agent.cells import UNFINISHED_NOTE
 from jupyter_ci.testing import Reply, ScriptedModelServer
 
@@ -222,18 +224,29 @@ def test_stop_from_another_tab_of_the_same_user_on_the_same_notebook(
     assert model_context.jupyter_ci_errors == []
 
 
+#: JavaScript run before a page's own: the browser has no Web Locks (a page not served over
+#: HTTPS or from localhost), so pages claim ids on a BroadcastChannel instead.
+NO_WEB_LOCKS = "Object.defineProperty(Navigator.prototype, 'locks', { get: () => undefined });"
+
+
+@pytest.mark.parametrize("locks", ["web locks", "broadcast channel"])
 def test_a_duplicated_tab_is_a_new_client(
-    model_context: Any, model_lab: Lab, model: ScriptedModelServer
+    model_context: Any, model_lab: Lab, model: ScriptedModelServer, locks: str
 ) -> None:
     model.set_script([Reply.code("print('in the first tab')"), Reply.text("Done.")])
     path = write_notebook(model_lab, ["%load_ext jupyter_ci", "%%ci print where"])
     first = model_context.new_page()
+    if locks == "broadcast channel":
+        first.add_init_script(NO_WEB_LOCKS)
     open_lab_app(first, model_lab)
     open_notebook(first, path)
     first.wait_for_function(f"() => ({CLIENT_ID})() && ({CLIENT_ID})().secret")
     identity = first.evaluate(CLIENT_ID)
+    assert first.evaluate("() => navigator.locks === undefined") == (locks != "web locks")
     # Duplicating a browser tab copies its session storage into the new one.
     duplicate = model_context.new_page()
+    if locks == "broadcast channel":
+        duplicate.add_init_script(NO_WEB_LOCKS)
     duplicate.add_init_script(
         "if (!window.sessionStorage.getItem('jupyter-ci:client')) {"
         f" window.sessionStorage.setItem('jupyter-ci:client', {json.dumps(json.dumps(identity))});"
@@ -254,6 +267,12 @@ def test_a_duplicated_tab_is_a_new_client(
     assert "in the first tab" in text_of(cells(first, path)[2]["outputs"])
     if not REAL_TIME_COLLABORATION:
         assert generated(cells(duplicate, path)) == []
+    # A reload of the first tab is still the same client (nobody else holds its id).
+    reload_lab(first, path)
+    first.wait_for_function(
+        f"(id) => ({CLIENT_ID})() && ({CLIENT_ID})().id === id", arg=identity["id"]
+    )
+    assert duplicate.evaluate(CLIENT_ID)["id"] != identity["id"]
     assert model_context.jupyter_ci_errors == []
 
 

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import os
 import re
+import shlex
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -38,15 +39,14 @@ def environment(runtime_dir: Path, tmp_path: Path) -> dict[str, str]:
 
 @contextlib.asynccontextmanager
 async def stdio_client(
-    cwd: Path, env: dict[str, str], *args: str, name: str = "codex"
+    cwd: Path, env: dict[str, str], *args: str, name: str = "codex", stderr: Path | None = None
 ) -> AsyncIterator[Client]:
-    """The SDK's client running ``jupyter ci mcp ARGS`` in ``cwd``."""
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "jupyter", "ci", "mcp", *args],
-        cwd=str(cwd),
-        env=env,
-    )
+    """The SDK's client running ``jupyter ci mcp ARGS`` in ``cwd`` (its stderr into the file
+    ``stderr`` if given)."""
+    command = [sys.executable, "-m", "jupyter", "ci", "mcp", *args]
+    if stderr is not None:
+        command = ["sh", "-c", f"exec {shlex.join(command)} 2>{shlex.quote(str(stderr))}"]
+    params = StdioServerParameters(command=command[0], args=command[1:], cwd=str(cwd), env=env)
     async with Client(params, client_info=Implementation(name=name, version="1")) as client:
         yield client
 
@@ -58,7 +58,8 @@ async def test_headless_without_a_server_works_on_the_file_with_its_own_kernel(
     ids = write_notebook(folder / "a.ipynb", "x = 20")
     runtime = tmp_path / "runtime"
     env = environment(runtime, tmp_path)
-    async with stdio_client(folder, env) as client:
+    stderr = tmp_path / "stderr.txt"
+    async with stdio_client(folder, env, stderr=stderr) as client:
         names = {tool.name for tool in (await client.list_tools()).tools}
         assert {"execute", "run_cell", "wait_cell", "read_notebook"} <= names
         ran = structured(await client.call_tool("run_cell", {"path": "a.ipynb", "cell_id": ids[0]}))
@@ -84,6 +85,12 @@ async def test_headless_without_a_server_works_on_the_file_with_its_own_kernel(
     cells = read_notebook(folder / "a.ipynb").cells
     assert [c.source for c in cells[:2]] == ["x = 20", "x * 2"]
     assert cells[1].metadata["jupyter_ci"]["agent"] == "codex"
+    # What the command says on stderr (the client's log) is its own, not each kernel's and each
+    # read's warnings: no "running over TCP without encryption", no "Notebook is not trusted".
+    said = stderr.read_text()
+    assert "jupyter-ci mcp: headless on" in said
+    assert "without encryption" not in said
+    assert "not trusted" not in said
     assert cells[1].outputs[0]["data"]["text/plain"] == "40"
     # Its kernels were shut down when it ended.
     for pid in (kernel_pid, parent_pid):
