@@ -25,6 +25,7 @@ from .handlers import ConversationHandler, ExportHandler, StatusHandler
 from .hub import Hub
 from .keys import PROVIDER_KEY_VARIABLES, KeyRing
 from .lab.iopub import IOPubWatch
+from .nodelay import without_nagle
 from .paths import BadPath, notebook_path
 from .recording import abandoned_run_finished
 from .runs import RunManager
@@ -85,6 +86,11 @@ class JupyterCIServer(ExtensionApp):
         litellm_model.FREEZE_AFTER_IMPORT = True
         self.ci_config = JupyterCI(parent=self)
         self.settings["jupyter_ci"] = self
+        # Kernel messages go to the browser at once, not 40 ms later (see nodelay.py); the
+        # server's settings are replaced by these once this method returns.
+        connection = self.settings.get("kernel_websocket_connection_class")
+        if isinstance(connection, type):
+            self.settings["kernel_websocket_connection_class"] = without_nagle(connection)
         # Model strings are checked per request and in the status (a wrong one must not keep
         # the extension from loading, nor its key in the environment).
         server = self.server_settings(check_models=False)

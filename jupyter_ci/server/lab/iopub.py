@@ -33,6 +33,8 @@ log = logging.getLogger("jupyter_ci.server")
 #: come before its ``started`` progress): the latest few, each at most this many messages.
 MAX_UNNAMED_REQUESTS = 4
 MAX_UNNAMED_MESSAGES = 500
+#: iopub messages that add nothing to a cell's outputs (fed to its builder when they are read).
+_NO_OUTPUT = frozenset({"status", "execute_input"})
 
 
 class HeardCell:
@@ -40,10 +42,14 @@ class HeardCell:
 
     def __init__(self, msg_id: str) -> None:
         self.msg_id = msg_id
-        self._builder = NotebookOutputs(store_widget_state=False)
-        self._cell = nbformat.v4.new_code_cell()  # type: ignore[no-untyped-call]
-        self._builder.nb["cells"] = [self._cell]
-        self._builder.begin(0)
+        # The outputs are built only once a message may change them, or they are read: a cell
+        # without outputs (heard while it runs, for a reload that mostly never comes) costs the
+        # server's loop no builder then.
+        self._builder: NotebookOutputs | None = None
+        self._cell = nbformat.NotebookNode(  # type: ignore[no-untyped-call]
+            cell_type="code", metadata={}, source="", outputs=[], execution_count=None
+        )
+        self._unbuilt: list[dict[str, Any]] = []
         #: When the kernel began it (its ``execute_input``), seconds since the epoch.
         self.started_at: float | None = None
         #: Whether an ``error`` output came (the request ended in error).
@@ -59,12 +65,12 @@ class HeardCell:
     @property
     def outputs(self) -> list[Output]:
         """The outputs so far, as a notebook shows them."""
-        return list(self._cell["outputs"])
+        return list(self._built()["outputs"])
 
     @property
     def execution_count(self) -> int | None:
         """The execution count the kernel gave it."""
-        count = self._cell.get("execution_count")
+        count = self._built().get("execution_count")
         return count if isinstance(count, int) else None
 
     def take(self, msg: dict[str, Any]) -> None:
@@ -77,8 +83,12 @@ class HeardCell:
             self.started_at = date.timestamp() if hasattr(date, "timestamp") else None
         if kind == "error":
             self.errored = True
-        if self._builder.feed(msg, 0):
-            self.ended = True
+        self._unbuilt.append(msg)
+        if kind not in _NO_OUTPUT:
+            self._built()
+        content = msg.get("content") or {}
+        if kind == "status" and content.get("execution_state") == "idle":
+            self.ended = True  # the end of a request's messages (what the builder says too)
         self._bump()
 
     def end(self, fate: KernelFate | None) -> None:
@@ -95,6 +105,17 @@ class HeardCell:
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append(waiter)
         await waiter
+
+    def _built(self) -> nbformat.NotebookNode:
+        """The cell with every message taken so far in its outputs."""
+        if self._builder is None:
+            self._builder = NotebookOutputs(store_widget_state=False)
+            self._builder.nb["cells"] = [self._cell]
+            self._builder.begin(0)
+        for msg in self._unbuilt:
+            self._builder.feed(msg, 0)
+        self._unbuilt.clear()
+        return self._cell
 
     def _bump(self) -> None:
         self.version += 1
