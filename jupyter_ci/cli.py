@@ -390,6 +390,92 @@ class BenchApp(JupyterApp):
         return Pairing(base, chosen), warnings
 
 
+class McpApp(JupyterApp):
+    """``jupyter ci mcp``: jupyter-ci's MCP tools over stdio, for agents that speak stdio."""
+
+    name = "jupyter-ci-mcp"
+    description = (
+        "Serve jupyter-ci's MCP tools (execute, run_cell, read_notebook, ...) over stdio. With a "
+        "running Jupyter server that serves this folder (as `jupyter server list` finds them, or "
+        "--url and --token), relay to its jupyter-ci: cells then appear and run in the JupyterLab "
+        "tab that has their notebook open. With none, work headless on the notebook files under "
+        "--root (default: this folder) with kernels of its own. Logs go to stderr."
+    )
+    examples = (
+        "claude mcp add jupyter -- jupyter ci mcp\n"
+        "jupyter ci mcp --url http://127.0.0.1:8888/ --token $JUPYTER_TOKEN\n"
+        "jupyter ci mcp --headless --root ~/analysis"
+    )
+    version = __version__
+    classes = [JupyterCI]
+    aliases = {
+        **_option_aliases(),
+        "url": "McpApp.url",
+        "token": "McpApp.token",
+        "root": "McpApp.root",
+    }
+    flags = {
+        **JupyterApp.flags,
+        **_option_flags(),
+        "headless": (
+            {"McpApp": {"headless": True}},
+            "Do not look for a running server: work on the files with kernels of its own.",
+        ),
+    }
+    config_file_name = "jupyter_server_config"
+    url = Unicode("", help="The Jupyter server to relay to (its URL with its base URL).").tag(
+        config=True
+    )
+    token = Unicode(
+        "", help="That server's token (default: $JUPYTER_TOKEN, or the one found with it)."
+    ).tag(config=True)
+    root = Unicode("", help="The folder of the notebooks (default: the current folder).").tag(
+        config=True
+    )
+    headless = Bool(False, help="Work on the files with kernels of its own.").tag(config=True)
+
+    def start(self) -> None:
+        """Serve until the client closes stdin."""
+        self.exit(self.run())
+
+    def run(self) -> int:
+        """Relay or serve; return the exit code."""
+        import asyncio
+        import os
+
+        from .mcp.stdio import check_server, find_server, relay, serve_local
+
+        root = os.path.abspath(self.root or os.getcwd())
+        if not os.path.isdir(root):
+            print(f"jupyter-ci: --root {root} is not a folder.", file=sys.stderr)
+            return 2
+        url, token = self.url, self.token or os.environ.get("JUPYTER_TOKEN", "")
+        if not url and not self.headless:
+            found = find_server(root)
+            if found is not None:
+                url, token = str(found["url"]), self.token or str(found.get("token") or "")
+
+        async def main() -> int:
+            if url:
+                problem = await check_server(url, token)
+                if problem is None:
+                    print(f"jupyter-ci mcp: relaying to {url}", file=sys.stderr)
+                    await relay(url, token)
+                    return 0
+                if self.url:
+                    print(f"jupyter-ci: {problem}.", file=sys.stderr)
+                    return 2
+                print(f"jupyter-ci mcp: {problem}; working headless instead.", file=sys.stderr)
+            print(f"jupyter-ci mcp: headless on {root}", file=sys.stderr)
+            await serve_local(root, JupyterCI(parent=self))
+            return 0
+
+        try:
+            return asyncio.run(main())
+        except KeyboardInterrupt:
+            return 130
+
+
 class JupyterCIApp(JupyterApp):
     """``jupyter ci``: jupyter-ci's command line."""
 
@@ -404,6 +490,7 @@ class JupyterCIApp(JupyterApp):
         "config": (ConfigApp, ConfigApp.description),
         "run": (RunApp, RunApp.description),
         "bench": (BenchApp, BenchApp.description),
+        "mcp": (McpApp, McpApp.description),
     }
 
     def start(self) -> None:

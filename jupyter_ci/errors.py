@@ -51,7 +51,10 @@ class JupyterCIError(Exception):
         self.hint = hint
 
     def __str__(self) -> str:
-        return f"{self.message} {self.hint}".strip()
+        message = self.message.rstrip()
+        if self.hint and message and message[-1] not in ".!?:;":
+            message += "."  # "x.ipynb: does not exist" then the hint: two sentences
+        return f"{message} {self.hint}".strip()
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready description: ``code``, ``message``, ``hint`` and the subclass's fields."""

@@ -199,7 +199,7 @@ def test_a_read_only_notebook_is_not_run_nor_replaced(tmp_path: Path) -> None:
         result = scripted_run(path, [Reply.code("y = 2"), Reply.text("Done.")])
         assert result.returncode == 2
         assert result.stderr.strip().splitlines()[-1] == (
-            f"jupyter-ci: {path}: is read-only; nothing was run "
+            f"jupyter-ci: {path}: is read-only; nothing was run. "
             "Make it writable (chmod u+w) to let jupyter-ci add cells to it."
         )
         assert "Traceback" not in result.stderr

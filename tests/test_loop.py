@@ -477,13 +477,13 @@ async def test_a_cell_that_ignores_every_interrupt_is_left_and_the_run_stops(
     workspace: KernelWorkspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(loop, "STOP_INTERRUPT_EVERY", 0.2)  # the interrupts' pace, not the test's
+    # SIGINT ignored outright: a handler that catches KeyboardInterrupt can itself be
+    # interrupted (inside its own print), which ends the cell and makes the test a race.
     deaf = (
-        "import time\n"
-        "while True:\n"
-        "    try:\n"
-        "        time.sleep(600)\n"
-        "    except KeyboardInterrupt:\n"
-        "        print('ignored', flush=True)"
+        "import signal, time\n"
+        "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+        "print('deaf', flush=True)\n"
+        "time.sleep(600)"
     )
     recorder = Recorder()
     holder: list[AgentRun] = []

@@ -269,7 +269,7 @@ async def test_a_provider_error_names_its_exception_once() -> None:
     assert err.value.message == "InternalServerError: the GPU fell over"
     wrapped = ModelError("provider", "InternalServerError: InternalServerError: x")
     assert wrapped.message == "InternalServerError: x"
-    assert str(InternalError("KeyError: KeyError: 'a'")).startswith("KeyError: 'a' This is a bug")
+    assert str(InternalError("KeyError: KeyError: 'a'")).startswith("KeyError: 'a'. This is a bug")
     # Only litellm's prefix of an exception name goes, not its name inside a link.
     linked = litellm_model.provider_text(
         "litellm.BadRequestError: BadRequestError: see https://docs.litellm.ai/docs/providers"

@@ -69,25 +69,31 @@ class RunCells:
         origin_cell_id: str | None,
         emit: Callable[..., None],
         replaces: Mapping[str, str] | None = None,
+        *,
+        agent: str | None = None,
     ) -> None:
         self.workspace = workspace
         self.run_id = run_id
         self.origin_cell_id = origin_cell_id
         self._emit = emit
+        #: The outside agent (an MCP client's name) whose cells these are; None: jupyter-ci's.
+        self.agent = agent
         self.ids: list[str] = []
         #: Cells the run changes but did not insert (the user's).
         self.adopted: set[str] = set()
         self._replaces = dict(replaces or {})
 
     def metadata(self, step: int) -> dict[str, Any]:
-        """The ``jupyter_ci`` metadata of a cell the run generates (a hint, not the record)."""
-        return {
-            "jupyter_ci": {
-                "run_id": self.run_id,
-                "origin_cell_id": self.origin_cell_id,
-                "step": step,
-            }
+        """The ``jupyter_ci`` metadata of a cell the run generates (a hint, not the record):
+        the run, the cell it answers, its step, and the outside agent that wrote it, if any."""
+        hint: dict[str, Any] = {
+            "run_id": self.run_id,
+            "origin_cell_id": self.origin_cell_id,
+            "step": step,
         }
+        if self.agent is not None:
+            hint["agent"] = self.agent
+        return {"jupyter_ci": hint}
 
     async def insert(
         self, after_id: str | None, source: str, step: int, *, metadata_step: int | None = None

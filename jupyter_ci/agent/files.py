@@ -185,15 +185,23 @@ class FileWatch:
         #: What a cell's own request may evaluate for the snapshot after it (once started).
         self.expression: str | None = None
         self.changed: list[dict[str, Any]] = []
+        #: The latest snapshot taken (the first, then each one after a cell).
+        self.latest: Snapshot | None = None
 
     async def start(self) -> None:
         """Take the first snapshot (once, before the run's first cell runs)."""
         if self._started:
             return
         self._started = True
-        self._first = await self._snapshot(None)
-        if self._first is not None:
-            self.expression = snapshot_expression(self._first.root)
+        self.seed(await self._snapshot(None))
+
+    def seed(self, first: Snapshot | None) -> None:
+        """Take ``first`` as the snapshot before the run's first cell (one a caller already
+        has: an outside agent's previous cell in the kernel left it), instead of asking."""
+        self._started = True
+        self._first = self.latest = first
+        if first is not None:
+            self.expression = snapshot_expression(first.root)
 
     @property
     def listed(self) -> list[str]:
@@ -219,6 +227,7 @@ class FileWatch:
     def _compare(self, now: Snapshot | None) -> None:
         if self._first is None or now is None:
             return
+        self.latest = now
         changed = changed_files(self._first, now)
         if changed != self.changed:
             self.changed = changed

@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..errors import (
     BadCodeBlock,
+    BadNotebookFile,
     BudgetExceeded,
     ConfigError,
     Disconnected,
@@ -112,93 +114,102 @@ class AgentRun(Retrying):
 
     async def run(self) -> RunOutcome:
         """Run to the end; never raises for the run's own failures (they are in the outcome)."""
+        return await self.guarded(self._steps)
+
+    async def guarded(self, steps: Callable[[], Awaitable[None]]) -> RunOutcome:
+        """Do the run's ``steps`` and end the run as they end: a ``_Finish`` says how, an
+        error ends it failed or stopped with its reason (a bug of ours is reported, never
+        hidden). The one place a run's end is decided from what happened; never raises for the
+        run's own failures. ``steps`` end by raising ``_Finish``."""
         self._started = time.monotonic()
-        answer = ""
         try:
             if self._stopping:
                 raise StoppedByUser()
-            self._check_mode()
-            self._move(RunState.GENERATING)
-            if self.request.fix_cell_id is not None:
-                answer = await self._fix(self.request.fix_cell_id)
-                raise _Finish(RunState.DONE, "fixed")
-            messages = await self.conversation.opening(self.workspace, self.request.anchor_id)
-            after_id = await self._insertion_point()
-            step = 0
-            inspected = await self._inspect_first(after_id, messages)
-            if inspected is not None:
-                step, after_id = 1, inspected
-            looked_again = False
-            temperature: float | None = None
-            while True:
-                reply, code, cell_id = await self._generate(
-                    messages, stream_after=after_id, temperature=temperature
-                )
-                messages.append({"role": "assistant", "content": reply.text or code or ""})
-                temperature = None
-                if code is None:
-                    concerns = self._answer_concerns(reply.text)
-                    if concerns and not looked_again and step < self.settings.max_steps:
-                        # One more look at an answer that cannot be right as written.
-                        looked_again = True
-                        if reply.text.strip():
-                            self.emit("message", role="assistant", text=reply.text.strip())
-                        self._look_again_notice(concerns, None)
-                        told = render("answer_suspicious", concerns=self._describe(concerns))
-                        messages.append({"role": "user", "content": told})
-                        temperature = self._fix_temperature(1)
-                        continue
-                    raise self._answered(reply, "answered")
-                step += 1
-                if cell_id is None:
-                    cell_id = await self._insert(after_id, code, step)
-                after_id = cell_id
-                if self.settings.mode == "insert":
-                    raise _Finish(RunState.DONE, "inserted")
-                _, digest = await self._run_until_fixed(cell_id, code, messages)
-                if step >= self.settings.max_steps:
-                    raise _Finish(RunState.DONE, "max_steps")
-                messages.append(
-                    self.conversation.user_message(
-                        render(
-                            "cell_succeeded",
-                            step=step,
-                            max_steps=self.settings.max_steps,
-                            digest=self.conversation.wrap(digest.text),
-                        ),
-                        digest,
-                    )
-                )
-                self._move(RunState.GENERATING)
+            await steps()
+            raise InternalError("The run's steps ended without saying how the run ended.")
         except _Finish as finish:
-            return await self._end(
-                finish.state, finish.reason, finish.error, finish.answer or answer
-            )
+            return await self._end(finish.state, finish.reason, finish.error, finish.answer)
         except asyncio.CancelledError:
             if not self._stopping:
                 raise
-            return await self._end_stopped(answer)
+            return await self._end_stopped("")
         except StoppedByUser as err:
-            return await self._end_stopped(answer, err)
+            return await self._end_stopped("", err)
         except KernelDied as err:
             if self._stopping:
-                return await self._end_stopped(answer, err)
-            return await self._end(RunState.FAILED, "kernel_died", err, answer)
+                return await self._end_stopped("", err)
+            return await self._end(RunState.FAILED, "kernel_died", err, "")
         except Disconnected as err:
-            return await self._end(RunState.STOPPED, "disconnected", err, answer)
-        except NotebookUnavailable as err:
-            return await self._end(RunState.FAILED, "notebook_unavailable", err, answer)
+            return await self._end(RunState.STOPPED, "disconnected", err, "")
+        except (NotebookUnavailable, BadNotebookFile) as err:
+            return await self._end(RunState.FAILED, "notebook_unavailable", err, "")
         except BudgetExceeded as err:
-            return await self._end(RunState.FAILED, "budget_exceeded", err, answer)
+            return await self._end(RunState.FAILED, "budget_exceeded", err, "")
         except ModelError as err:
-            return await self._end(RunState.FAILED, "model_error", err, answer)
+            return await self._end(RunState.FAILED, "model_error", err, "")
         except ConfigError as err:
-            return await self._end(RunState.FAILED, "config_error", err, answer)
+            return await self._end(RunState.FAILED, "config_error", err, "")
         except BadCodeBlock as err:
-            return await self._end(RunState.FAILED, "bad_code_block", err, answer)
+            return await self._end(RunState.FAILED, "bad_code_block", err, "")
         except Exception as exc:  # a bug of ours: reported, never hidden
             error = InternalError(f"{type(exc).__name__}: {exc}")
-            return await self._end(RunState.FAILED, "internal_error", error, answer)
+            return await self._end(RunState.FAILED, "internal_error", error, "")
+
+    async def _steps(self) -> None:
+        """The loop: generate, insert, run, read back, fix; until an answer or a cap."""
+        self._check_mode()
+        self._move(RunState.GENERATING)
+        if self.request.fix_cell_id is not None:
+            answer = await self._fix(self.request.fix_cell_id)
+            raise _Finish(RunState.DONE, "fixed", answer=answer)
+        messages = await self.conversation.opening(self.workspace, self.request.anchor_id)
+        after_id = await self._insertion_point()
+        step = 0
+        inspected = await self._inspect_first(after_id, messages)
+        if inspected is not None:
+            step, after_id = 1, inspected
+        looked_again = False
+        temperature: float | None = None
+        while True:
+            reply, code, cell_id = await self._generate(
+                messages, stream_after=after_id, temperature=temperature
+            )
+            messages.append({"role": "assistant", "content": reply.text or code or ""})
+            temperature = None
+            if code is None:
+                concerns = self._answer_concerns(reply.text)
+                if concerns and not looked_again and step < self.settings.max_steps:
+                    # One more look at an answer that cannot be right as written.
+                    looked_again = True
+                    if reply.text.strip():
+                        self.emit("message", role="assistant", text=reply.text.strip())
+                    self._look_again_notice(concerns, None)
+                    told = render("answer_suspicious", concerns=self._describe(concerns))
+                    messages.append({"role": "user", "content": told})
+                    temperature = self._fix_temperature(1)
+                    continue
+                raise self._answered(reply, "answered")
+            step += 1
+            if cell_id is None:
+                cell_id = await self._insert(after_id, code, step)
+            after_id = cell_id
+            if self.settings.mode == "insert":
+                raise _Finish(RunState.DONE, "inserted")
+            _, digest = await self._run_until_fixed(cell_id, code, messages)
+            if step >= self.settings.max_steps:
+                raise _Finish(RunState.DONE, "max_steps")
+            messages.append(
+                self.conversation.user_message(
+                    render(
+                        "cell_succeeded",
+                        step=step,
+                        max_steps=self.settings.max_steps,
+                        digest=self.conversation.wrap(digest.text),
+                    ),
+                    digest,
+                )
+            )
+            self._move(RunState.GENERATING)
 
     def _check_mode(self) -> None:
         if self.settings.mode == "review" and self.approve is None:
@@ -483,6 +494,7 @@ class AgentRun(Retrying):
             answer,
             list(self.notices),
             users_code_back,
+            agent=self.agent,
         )
         text = outcome.status_line()
         self.machine.advance(state, reason)

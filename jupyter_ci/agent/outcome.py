@@ -18,6 +18,12 @@ from .states import RunState
 PREFIX = "jupyter-ci: "
 
 
+def prefix(agent: str | None = None) -> str:
+    """How a status line begins: ``jupyter-ci: ``, or ``claude-code via jupyter-ci: `` for an
+    outside agent's run (an MCP client's call)."""
+    return PREFIX if agent is None else f"{agent} via {PREFIX}"
+
+
 def usage_dict(usage: TokenUsage) -> dict[str, Any]:
     """The protocol's Usage of a run's token usage."""
     return {
@@ -32,16 +38,30 @@ def live_line(
     attempt: int | None = None,
     max_attempts: int | None = None,
     reason: str = "",
+    *,
+    agent: str | None = None,
 ) -> str:
-    """The status line of a run that is not over ("jupyter-ci: executing — attempt 2/3")."""
+    """The status line of a run that is not over ("jupyter-ci: executing — attempt 2/3");
+    ``agent`` names the outside agent whose call the run is."""
+    start = prefix(agent)
     if state is RunState.QUEUED:
-        return PREFIX + "queued behind another request in this kernel"
+        return start + "queued behind another request in this kernel"
     if state is RunState.AWAITING_APPROVAL and reason == "missing_package":
-        return PREFIX + "a package is missing — install it and continue?"
-    line = PREFIX + str(state.value).replace("_", " ")
+        return start + "a package is missing — install it and continue?"
+    if agent is not None:
+        return start + _AGENT_WORDS.get(state, str(state.value).replace("_", " "))
+    line = start + str(state.value).replace("_", " ")
     if attempt is not None and max_attempts is not None:
         line += f" — attempt {attempt}/{max_attempts}"
     return line
+
+
+#: What an outside agent's run is doing, by state (it has one cell and one try).
+_AGENT_WORDS = {
+    RunState.GENERATING: "writing a cell",
+    RunState.AWAITING_APPROVAL: "waiting for your review",
+    RunState.EXECUTING: "running a cell",
+}
 
 
 #: The reason of the ``state`` events sent when the model starts and ends waiting out a rate
@@ -57,7 +77,7 @@ def rate_limited_line(seconds: float, retry: int, retries: int) -> str:
 def end_words(state: RunState, reason: str) -> str:
     """How a run ended, in words ("done", "failed (the cell still failed ...)")."""
     words = reason_words().get(reason, reason.replace("_", " "))
-    if state is RunState.DONE and reason in ("answered", ""):
+    if state is RunState.DONE and reason in ("answered", "called", ""):
         return "done"
     if state is RunState.STOPPED and reason == "user":
         return words
@@ -93,6 +113,8 @@ class RunOutcome:
     notices: list[str] = field(default_factory=list)
     #: The user's code was put back into their cell: the model's proposal was not accepted.
     users_code_back: bool = False
+    #: The outside agent whose call the run was (no model calls: no tokens nor cost to tell).
+    agent: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -110,7 +132,12 @@ class RunOutcome:
 
     def status_line(self) -> str:
         """One line: how it ended (and that the user's code is back in their cell, when it
-        is), cells, attempts, tokens, cost, time."""
+        is), cells, attempts, tokens, cost, time (an outside agent's run: how it ended, cells
+        and time)."""
+        back = ", your code is back" if self.users_code_back else ""
+        if self.agent is not None:
+            numbers = f"{_plural(len(self.cells), 'cell')}, {self.seconds:.1f} s"
+            return f"{prefix(self.agent)}{end_words(self.state, self.reason)}{back} — {numbers}"
         cost = cost_words(self.usage)
         tokens = _plural(self.usage.total_tokens, "token")
         if self.usage.estimated:
@@ -124,7 +151,6 @@ class RunOutcome:
                 f"{self.seconds:.1f} s",
             )
         )
-        back = ", your code is back" if self.users_code_back else ""
         return f"{PREFIX}{end_words(self.state, self.reason)}{back} — {numbers}"
 
 

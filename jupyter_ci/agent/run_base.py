@@ -148,6 +148,8 @@ class RunBase:
         #: in the cell while it waits unaccepted in review (see Reviewing._give_back).
         self._users_code: str | None = None
         self._unaccepted: str | None = None
+        #: The outside agent (an MCP client) whose call this run is; None: jupyter-ci's loop.
+        self.agent: str | None = None
 
     # --- events -------------------------------------------------------------------------------
 
@@ -180,7 +182,7 @@ class RunBase:
     def _live_text(self) -> str:
         """The status line of the run's current state."""
         attempt, max_attempts = self._count()
-        return live_line(self.machine.state, attempt, max_attempts, self._reason)
+        return live_line(self.machine.state, attempt, max_attempts, self._reason, agent=self.agent)
 
     def _emit_state(self, reason: str, text: str) -> None:
         # The count travels with the line, so every view says the same (the panel's steps,
@@ -225,6 +227,8 @@ class RunBase:
         await self.files.settle()
         await self.files.start()
         await self._note_figures(read=False)
+        if self._stopping:
+            raise StoppedByUser()  # Stop came meanwhile: the cell never runs
         self.emit("execution_started", cell_id=cell_id, attempt=attempt)
         self._executing = True
         self._cell_task = asyncio.ensure_future(

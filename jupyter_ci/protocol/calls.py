@@ -31,6 +31,7 @@ class InsertCellCall(CallBase):
     after_id: str | None
     source: str
     metadata: dict[str, Any]
+    cell_type: NotRequired[Literal["code", "markdown", "raw"]]
 
 
 class RestoredCell(TypedDict):
@@ -40,6 +41,7 @@ class RestoredCell(TypedDict):
     after_id: str | None
     source: str
     metadata: dict[str, Any]
+    cell_type: NotRequired[Literal["markdown", "raw"]]
 
 
 class RestoreCellsCall(CallBase):
@@ -96,6 +98,28 @@ class InterruptCall(CallBase):
     method: Literal["interrupt"]
 
 
+class RunOptionsCall(CallBase):
+    """The user's run options in the tab (their JupyterLab settings for jupyter-ci)."""
+
+    method: Literal["run_options"]
+
+
+class SaveCall(CallBase):
+    """Save the notebook, as the user's Save does."""
+
+    method: Literal["save"]
+
+
+class ShowOutputsCall(CallBase):
+    """After a reload: show a running cell's outputs as the server heard them."""
+
+    method: Literal["show_outputs"]
+    cell_id: str
+    outputs: list[dict[str, Any]]
+    execution_count: int | None
+    running: bool
+
+
 Call = (
     ReadCellsCall
     | InsertCellCall
@@ -105,7 +129,10 @@ Call = (
     | RunCellCall
     | EvaluateCall
     | InterruptCall
+    | RunOptionsCall
+    | SaveCall
     | RestoreCellsCall
+    | ShowOutputsCall
 )
 
 
@@ -123,6 +150,7 @@ class CallResult(TypedDict):
     truncated: NotRequired[bool]
     restored: NotRequired[list[str]]
     text: NotRequired[str]
+    options: NotRequired[dict[str, Any]]
 
 
 class CallFailure(TypedDict):
@@ -139,6 +167,7 @@ class CallProgress(TypedDict):
     call_id: str
     progress: Literal["started"]
     started_at: float
+    msg_id: NotRequired[str]
 
 
 CallReply = CallResult | CallFailure

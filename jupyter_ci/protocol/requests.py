@@ -110,7 +110,8 @@ class RunInfo(TypedDict):
     notebook_path: str
     kernel_id: str
     owner: str
-    origin: Literal["panel", "magic"]
+    origin: Literal["panel", "magic", "mcp"]
+    agent: NotRequired[str]
     state: RunStateName
     prompt: str
     anchor_cell_id: str | None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib
 import os
 from collections.abc import Mapping
 from dataclasses import replace
@@ -15,6 +16,7 @@ from .._version import __version__
 from ..config import JupyterCI
 from ..errors import LAB_SETUP_COMMAND, LOCAL_LAB_SETUP_COMMAND, ConfigError
 from ..execution.status import KernelFate
+from ..mcp.http import McpHandler
 from ..models.base import Model
 from ..settings import Layer, Settings, resolve_settings
 from .dispatch import Dispatcher
@@ -22,6 +24,8 @@ from .expectations import HandoffExpectations
 from .handlers import ConversationHandler, ExportHandler, StatusHandler
 from .hub import Hub
 from .keys import PROVIDER_KEY_VARIABLES, KeyRing
+from .lab.iopub import IOPubWatch
+from .nodelay import without_nagle
 from .paths import BadPath, notebook_path
 from .recording import abandoned_run_finished
 from .runs import RunManager
@@ -50,6 +54,16 @@ class _ServerKernels:
         if manager is not None and kernel_id in manager:
             await ensure_async(manager.interrupt_kernel(kernel_id))
 
+    def watch(self, kernel_id: str) -> IOPubWatch | None:
+        manager: Any = self.app.serverapp.kernel_manager if self.app.serverapp else None
+        if manager is None or kernel_id not in manager:
+            return None
+        try:
+            return IOPubWatch.open(manager.get_kernel(kernel_id))
+        except Exception:  # never in the way of the run: it then goes without (as for a gateway)
+            self.app.log.warning("jupyter-ci: not listening to kernel %s", kernel_id, exc_info=True)
+            return None
+
 
 class JupyterCIServer(ExtensionApp):
     """Loads jupyter-ci into a Jupyter server; its configuration is ``c.JupyterCI.*``."""
@@ -72,6 +86,11 @@ class JupyterCIServer(ExtensionApp):
         litellm_model.FREEZE_AFTER_IMPORT = True
         self.ci_config = JupyterCI(parent=self)
         self.settings["jupyter_ci"] = self
+        # Kernel messages go to the browser at once, not 40 ms later (see nodelay.py); the
+        # server's settings are replaced by these once this method returns.
+        connection = self.settings.get("kernel_websocket_connection_class")
+        if isinstance(connection, type):
+            self.settings["kernel_websocket_connection_class"] = without_nagle(connection)
         # Model strings are checked per request and in the status (a wrong one must not keep
         # the extension from loading, nor its key in the environment).
         server = self.server_settings(check_models=False)
@@ -106,6 +125,7 @@ class JupyterCIServer(ExtensionApp):
         self.started = asyncio.Event()
         self._starting: asyncio.Future[None] | None = None
         self._warming: asyncio.Future[Any] | None = None
+        self._mcp: asyncio.Future[Any] | None = None
 
     def initialize_handlers(self) -> None:
         """Route ``/jupyter-ci/*``; every handler authenticates and authorizes."""
@@ -115,6 +135,7 @@ class JupyterCIServer(ExtensionApp):
                 (r"/jupyter-ci/conversation", ConversationHandler),
                 (r"/jupyter-ci/conversation/export", ExportHandler),
                 (r"/jupyter-ci/ws", RunSocketHandler),
+                (r"/jupyter-ci/mcp", McpHandler),
             ]
         )
 
@@ -154,8 +175,43 @@ class JupyterCIServer(ExtensionApp):
 
             self._warming = asyncio.ensure_future(import_litellm())
 
+    async def mcp_service(self) -> Any:
+        """jupyter-ci's MCP server over this server's notebooks (:mod:`jupyter_ci.mcp`), made
+        and started on first use: the MCP SDK is imported then, on a worker thread, so neither
+        the server's start nor ``%load_ext`` pays for it."""
+        if self._mcp is None:
+            self._mcp = asyncio.ensure_future(self._start_mcp())
+        return await asyncio.shield(self._mcp)
+
+    async def _start_mcp(self) -> Any:
+        await self.ensure_started()
+        module = await asyncio.to_thread(importlib.import_module, "jupyter_ci.mcp.service")
+        serverapp: Any = self.serverapp
+        backend = module.Backend(
+            contents=serverapp.contents_manager,
+            sessions=serverapp.session_manager,
+            kernels=serverapp.kernel_manager,
+            root_dir=getattr(serverapp, "root_dir", "") or "",
+            settings=self.server_settings,
+            recorder=self.manager.recorder,
+            manager=self.manager,
+            hub=self.hub,
+            resolve=self.resolve_request,
+            make_model=self.make_model,
+        )
+        service = module.McpService(backend)
+        await service.start()
+        return service
+
     async def stop_extension(self) -> None:
-        """Stop the runs and close the store."""
+        """Stop the runs and the MCP sessions, and close the store."""
+        if self._mcp is not None:
+            try:
+                service = await self._mcp
+            except Exception:
+                self.log.warning("jupyter-ci: the MCP server had not started", exc_info=True)
+            else:
+                await service.close()
         await self.manager.close()
         self.expectations.close()
         await self.store.close()

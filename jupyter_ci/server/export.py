@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..vocabulary import cell_status_labels
+from .inert_markdown import inert_markdown
 from .store import Message, RunRecord, UsageTotals
 
 #: Lines of a cell's output digest the export shows.
@@ -68,7 +69,9 @@ def export_markdown(
 
 
 def _said(role: str, text: str) -> list[str]:
-    return [f"**{SPEAKERS.get(role, role)}:**", "", text, ""]
+    """What someone said, made inert: the file is read in viewers that would load the images
+    and HTML in it (a model's text can hold a beacon; see inert_markdown.py)."""
+    return [f"**{SPEAKERS.get(role, role)}:**", "", inert_markdown(text), ""]
 
 
 @dataclass

@@ -6,8 +6,9 @@ import json
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from jupyter_core.utils import ensure_async
 from jupyter_server.auth.decorator import authorized
-from jupyter_server.base.handlers import APIHandler
+from jupyter_server.base.handlers import APIHandler, JupyterHandler
 from tornado import web
 
 from .export import export_markdown
@@ -19,6 +20,22 @@ if TYPE_CHECKING:
 
 #: The resource name jupyter_server's authorizer sees for jupyter-ci's endpoints.
 AUTH_RESOURCE = "jupyter_ci"
+#: What a caller must be allowed to run code through jupyter-ci (the websocket, the MCP route):
+#: execute in kernels, and execute on jupyter-ci's own resource.
+EXECUTE_PERMISSIONS = (("execute", "kernels"), ("execute", AUTH_RESOURCE))
+
+
+async def check_may_execute(handler: JupyterHandler) -> None:
+    """Raise 403 unless the handler's (authenticated) user may run code in kernels through
+    jupyter-ci: runs and MCP tools execute code in the user's kernels."""
+    user = handler.current_user
+    for action, resource in EXECUTE_PERMISSIONS:
+        allowed = await ensure_async(
+            handler.authorizer.is_authorized(handler, user, action, resource)
+        )
+        if not allowed:
+            handler.log.warning("jupyter-ci: %s may not %s %s", user, action, resource)
+            raise web.HTTPError(403)
 
 
 class BaseHandler(APIHandler):

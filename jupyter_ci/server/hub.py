@@ -227,6 +227,18 @@ class Hub:
         client = self._clients.get(client_id)
         return client is not None and notebook_path in client.notebook_paths
 
+    def viewers(self, notebook_path: str) -> list[str]:
+        """The tabs that have the notebook open now (in the order they first said hello)."""
+        return [
+            client_id
+            for client_id, client in self._clients.items()
+            if notebook_path in client.notebook_paths
+        ]
+
+    def open_paths(self) -> set[str]:
+        """Every notebook some tab has open now."""
+        return {path for client in self._clients.values() for path in client.notebook_paths}
+
     def is_connected(self, client_id: str) -> bool:
         """Whether the tab has a live connection."""
         return client_id in self._clients

@@ -61,6 +61,16 @@ class RunRecorder:
         said = frozenset(message.text for message in messages if message.role == "notice")
         return History(str(conversation.id), turns[-HISTORY_MESSAGES:], said)
 
+    async def conversation_id(self, notebook_path: str) -> str | None:
+        """The notebook's conversation (made when it has none); None when the store fails."""
+        if self.store is None:
+            return None
+        try:
+            return str((await self.store.conversation_for(notebook_path)).id)
+        except Exception:  # the store says why in its own log; runs go on without a record
+            self.log.warning("jupyter-ci: the conversation store failed", exc_info=True)
+            return None
+
     async def started(
         self,
         conversation_id: str | None,

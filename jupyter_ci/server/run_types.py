@@ -9,6 +9,7 @@ from typing import Any, Protocol
 from ..errors import JupyterCIError
 from ..models.base import Model
 from ..settings import Settings
+from .lab.iopub import IOPubWatch
 
 
 class RunRefused(JupyterCIError):
@@ -68,6 +69,10 @@ class Kernels(Protocol):
 
     async def interrupt(self, kernel_id: str) -> None:
         """Interrupt the kernel (as its interrupt button does)."""
+        ...
+
+    def watch(self, kernel_id: str) -> IOPubWatch | None:
+        """Listen to the kernel's output channel (None where the server cannot)."""
         ...
 
 

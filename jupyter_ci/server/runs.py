@@ -24,12 +24,12 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..agent.instructions import server_instructions
-from ..agent.loop import AgentRun, ReviewDecision, RunOutcome, RunRequest
+from ..agent.loop import AgentRun, Approver, EventCallback, ReviewDecision, RunOutcome, RunRequest
 from ..agent.states import RunState
 from ..errors import (
     ConfigError,
@@ -52,6 +52,10 @@ from .run_types import Kernels, ModelFactory, Publisher, RunRefused, SettingsRes
 from .store import ConversationStore
 
 log = logging.getLogger("jupyter_ci.server")
+
+#: Makes a run that something other than the loop drives (see RunManager.start_driven): from
+#: its request, its Lab workspace, its run id, its event callback and its approver.
+RunFactory = Callable[[RunRequest, LabWorkspace, str, EventCallback, Approver], AgentRun]
 
 #: The longest request a run takes (a model's context holds far less; a longer one is a mistake).
 MAX_PROMPT_CHARS = 100_000
@@ -86,6 +90,8 @@ class ManagedRun:
     grace_timer: asyncio.TimerHandle | None = None
     writes: asyncio.Queue[dict[str, Any] | None] = field(default_factory=asyncio.Queue)
     writer: asyncio.Task[None] | None = None
+    #: A driven run waiting for its kernel's turn (see RunManager.take_turn).
+    turn: asyncio.Future[None] | None = None
     created: float = field(default_factory=time.time)
     #: The sequence number of the latest event (tokens included).
     seq: int = 0
@@ -97,7 +103,9 @@ class ManagedRun:
 
     def info(self, position: int) -> dict[str, Any]:
         """The run's RunInfo."""
+        agent = {"agent": self.agent.agent} if self.agent.agent is not None else {}
         return {
+            **agent,
             "run_id": self.run_id,
             "notebook_path": self.notebook_path,
             "kernel_id": self.kernel_id,
@@ -139,6 +147,8 @@ class RunManager:
         #: The server's root directory (attached files are read below it).
         self.root_dir = root_dir
         self._lanes: dict[str, list[ManagedRun]] = {}
+        #: Driven runs not in a lane: they do not need the kernel (yet).
+        self._free: list[ManagedRun] = []
         self._runs: dict[str, ManagedRun] = {}
         self._finished: list[str] = []
         #: Handoff nonces accepted: the tab that claimed each, and what its request led to.
@@ -158,6 +168,7 @@ class RunManager:
         infos: list[dict[str, Any]] = []
         for lane in self._lanes.values():
             infos.extend(run.info(position) for position, run in enumerate(lane))
+        infos.extend(run.info(0) for run in self._free)
         return infos
 
     def holds(self, client_id: str) -> bool:
@@ -470,21 +481,81 @@ class RunManager:
 
     # --- internals -----------------------------------------------------------------------
 
+    async def start_driven(
+        self,
+        client_id: str,
+        notebook_path: str,
+        kernel_id: str,
+        prompt: str,
+        settings: Settings,
+        drive: RunFactory,
+        origin: str = "mcp",
+    ) -> ManagedRun:
+        """Start a run that something other than the loop drives: an outside agent's tool call
+        (origin ``mcp``), acted out through the tab ``client_id``, which has the notebook open.
+
+        ``drive`` makes the run as the loop's is made (its request, the Lab workspace whose
+        calls go to that tab, its run id, the event callback, the approver). It starts at once
+        (inserting or editing a cell needs no kernel); before it runs a cell it takes the
+        kernel's turn (:meth:`take_turn`: behind the active run, never refused, as a %%ci is
+        not). Its events are recorded and shown like any run's; Stop and review as for any run.
+        """
+        if self._closing:
+            raise RunRefused("server_shutdown", "The server is shutting down.")
+        if not self.kernels.has(kernel_id):
+            raise RunRefused(
+                "kernel_unavailable",
+                "The notebook's kernel is not running on this server.",
+                hint="Start or select a kernel for the notebook, then ask again.",
+            )
+        request = {"notebook_path": notebook_path, "kernel_id": kernel_id, "prompt": prompt}
+        run = await self._create(client_id, request, settings, None, origin, {}, drive=drive)
+        self._free.append(run)
+        self._launch(run)
+        self._announce()
+        return run
+
+    async def take_turn(self, run_id: str) -> None:
+        """A driven run is about to use its kernel: it joins the kernel's lane and this returns
+        once it is the kernel's active run (one run at a time per kernel). Raises the run's
+        stop when it is stopped while it waits."""
+        run = self._runs[run_id]
+        if run in self._free:
+            self._free.remove(run)
+        lane = self._lanes.setdefault(run.kernel_id, [])
+        if run not in lane:
+            lane.append(run)
+        self._announce()
+        if lane[0] is run:
+            return
+        run.turn = asyncio.get_running_loop().create_future()
+        try:
+            await run.turn
+        finally:
+            run.turn = None
+
     async def _create(
         self,
         client_id: str,
         request: Mapping[str, Any],
         settings: Settings,
-        model: Model,
+        model: Model | None,
         origin: str,
         replaces: Mapping[str, str],
+        *,
+        drive: RunFactory | None = None,
     ) -> ManagedRun:
         run_id = uuid.uuid4().hex
         notebook_path = str(request["notebook_path"])
         kernel_id = str(request["kernel_id"])
         prompt = str(request["prompt"])
         anchor = request.get("anchor_cell_id")
-        history = await self.recorder.history(notebook_path)
+        # A driven run (an outside agent's call) asks no model: no history; its record starts
+        # off the call's path, in its writer (see _record_driven).
+        if drive is not None:
+            history = History(None, [], frozenset())
+        else:
+            history = await self.recorder.history(notebook_path)
         conversation_id = history.conversation_id
         # A %%ci's cells carry it as their origin; its re-run replaces its earlier cells.
         run_request = replace(
@@ -501,15 +572,26 @@ class RunManager:
             kernel_alive=lambda: self.kernels.has(kernel_id),
         )
         holder: list[ManagedRun] = []
-        agent = AgentRun(
-            run_request,
-            workspace,
-            model,
-            run_id=run_id,
-            on_event=lambda event: self._on_event(holder[0], event),
-            approve=lambda cell_id, source, diff: self._approve(holder[0], cell_id),
-            use_tools=settings.tool_calling == "on",
-        )
+
+        def on_event(event: dict[str, Any]) -> None:
+            self._on_event(holder[0], event)
+
+        def approve(cell_id: str, source: str, diff: str) -> Awaitable[ReviewDecision]:
+            return self._approve(holder[0], cell_id)
+
+        if drive is not None:
+            agent = drive(run_request, workspace, run_id, on_event, approve)
+        else:
+            assert model is not None
+            agent = AgentRun(
+                run_request,
+                workspace,
+                model,
+                run_id=run_id,
+                on_event=on_event,
+                approve=approve,
+                use_tools=settings.tool_calling == "on",
+            )
         run = ManagedRun(
             run_id,
             client_id,
@@ -526,11 +608,27 @@ class RunManager:
         )
         holder.append(run)
         self._runs[run_id] = run
+        if drive is not None:
+            run.writer = asyncio.ensure_future(self._record_driven(run))
+            return run
         run.writer = asyncio.ensure_future(self.recorder.write(run_id, conversation_id, run.writes))
         await self.recorder.started(
             conversation_id, run_id, prompt, settings.public_dict(), run.anchor_cell_id, origin
         )
         return run
+
+    async def _record_driven(self, run: ManagedRun) -> None:
+        """A driven run's record: its conversation, its start, then its events in order."""
+        run.conversation_id = await self.recorder.conversation_id(run.notebook_path)
+        await self.recorder.started(
+            run.conversation_id,
+            run.run_id,
+            run.prompt,
+            run.settings.public_dict(),
+            run.anchor_cell_id,
+            run.origin,
+        )
+        await self.recorder.write(run.run_id, run.conversation_id, run.writes)
 
     def _run_request(
         self, request: Mapping[str, Any], settings: Settings, history: History
@@ -583,9 +681,13 @@ class RunManager:
         run.task = asyncio.ensure_future(self._run(run))
 
     async def _run(self, run: ManagedRun) -> RunOutcome:
+        # Heard by the server too, so that a page reloaded while a cell runs loses nothing.
+        run.workspace.watch = self.kernels.watch(run.kernel_id)
         try:
             outcome = await run.agent.run()
         finally:
+            if run.workspace.watch is not None:
+                run.workspace.watch.close()
             run.channel.close()
             for future in run.reviews.values():
                 if not future.done():
@@ -595,6 +697,8 @@ class RunManager:
         return outcome
 
     async def _finish(self, run: ManagedRun, outcome: RunOutcome) -> None:
+        if run in self._free:
+            self._free.remove(run)
         lane = self._lanes.get(run.kernel_id, [])
         if run in lane:
             lane.remove(run)
@@ -607,6 +711,8 @@ class RunManager:
         self.log.info("jupyter-ci: run %s ended: %s", run.run_id, outcome.status_line())
         if lane and lane[0].task is None:
             self._launch(lane[0])
+        elif lane and lane[0].turn is not None and not lane[0].turn.done():
+            lane[0].turn.set_result(None)  # a driven run waiting for the kernel: its turn
         self._announce()
 
     def _stop(self, run: ManagedRun, reason: str, error: JupyterCIError) -> None:
@@ -616,6 +722,8 @@ class RunManager:
         for future in run.reviews.values():
             if not future.done():
                 future.set_exception(StoppedByUser())
+        if run.turn is not None and not run.turn.done():
+            run.turn.set_exception(StoppedByUser())
         if run.task is None:
             # Queued: it ends at once (stopped) without touching the notebook.
             self._launch(run)

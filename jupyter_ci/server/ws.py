@@ -12,15 +12,13 @@ import asyncio
 import json
 from typing import TYPE_CHECKING, Any
 
-from jupyter_core.utils import ensure_async
 from jupyter_server.auth.decorator import ws_authenticated
 from jupyter_server.base.handlers import JupyterHandler
 from jupyter_server.base.websocket import WebSocketMixin
-from tornado import web
 from tornado.websocket import WebSocketClosedError, WebSocketHandler
 
 from .dispatch import MAX_MESSAGE_BYTES
-from .handlers import AUTH_RESOURCE
+from .handlers import AUTH_RESOURCE, check_may_execute
 
 if TYPE_CHECKING:
     from .app import JupyterCIServer
@@ -111,13 +109,7 @@ class RunSocketHandler(WebSocketMixin, WebSocketHandler, JupyterHandler):
     @ws_authenticated
     async def get(self, *args: Any, **kwargs: Any) -> None:
         """Upgrade to a websocket once the user may execute code in kernels."""
-        user = self.current_user
-        for action, resource in (("execute", "kernels"), ("execute", AUTH_RESOURCE)):
-            check = self.authorizer.is_authorized(self, user, action, resource)
-            allowed = await ensure_async(check)
-            if not allowed:
-                self.log.warning("jupyter-ci: %s may not %s %s", user, action, resource)
-                raise web.HTTPError(403)
+        await check_may_execute(self)
         await self.ci_app.ensure_started()
         await super().get(*args, **kwargs)
 

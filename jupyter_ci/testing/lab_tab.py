@@ -144,6 +144,15 @@ class ScriptedTab:
         self.answering = True
         #: Ids of the cells whose run_cell the kernel has begun (reported ``started``).
         self.started_cells: list[str] = []
+        #: The user's run options the tab reports (``run_options``: its JupyterLab settings).
+        self.user_options: dict[str, Any] = {}
+        #: How many times each notebook was saved (``save``), by path.
+        self.saves: dict[str, int] = {}
+        #: The sources each cell had before an undoable replacement (its undo history), by id.
+        self.undo: dict[str, list[str]] = {}
+        #: The ``show_outputs`` calls answered (after a reload, a running cell as the server
+        #: heard it).
+        self.shown_outputs: list[dict[str, Any]] = []
         self._results: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self._kernels: dict[str, Any] = {}
         self._readers: dict[str, asyncio.Task[None]] = {}
@@ -408,6 +417,15 @@ class ScriptedTab:
             after = call.get("after_id")
             position = 0 if after is None else notebook.index(str(after)) + 1
             cell = code_cell(str(call.get("source", "")), **dict(call.get("metadata") or {}))
+            if call.get("cell_type", "code") != "code":
+                cell = _node(
+                    {
+                        "id": cell["id"],
+                        "cell_type": call["cell_type"],
+                        "source": cell["source"],
+                        "metadata": cell["metadata"],
+                    }
+                )
             notebook.cells.insert(position, cell)
             notebook.outputs.cell_inserted(position)
             return {"cell_id": cell["id"]}
@@ -416,13 +434,27 @@ class ScriptedTab:
             return {}
         if method == "restore_cells":
             return {"restored": self._restore(notebook, call)}
+        if method == "show_outputs":
+            cell = notebook.cell(str(call["cell_id"]))
+            cell["outputs"] = list(call["outputs"])
+            cell["execution_count"] = call["execution_count"]
+            self.shown_outputs.append(dict(call))
+            return {}
         if method == "delete_cell":
             position = notebook.index(str(call["cell_id"]))
             del notebook.cells[position]
             notebook.outputs.cell_deleted(position)
             return {}
         if method == "replace_source":
-            notebook.cell(str(call["cell_id"]))["source"] = str(call["source"])
+            cell = notebook.cell(str(call["cell_id"]))
+            if call.get("undoable"):
+                self.undo.setdefault(str(call["cell_id"]), []).append(str(cell["source"]))
+            cell["source"] = str(call["source"])
+            return {}
+        if method == "run_options":
+            return {"options": dict(self.user_options)}
+        if method == "save":
+            self.saves[notebook.path] = self.saves.get(notebook.path, 0) + 1
             return {}
         if method == "run_cell" and self.instant:
             notebook.cell(str(call["cell_id"]))
@@ -518,6 +550,7 @@ class ScriptedTab:
         message = client.session.msg("execute_request", content, metadata=metadata)
         client.shell_channel.send(message)
         msg_id = message["header"]["msg_id"]
+        execution.msg_id = msg_id
         self._executions[msg_id] = execution
         try:
             announced = False
@@ -555,7 +588,14 @@ class ScriptedTab:
                 return
             self.started_cells.append(cell_id)
             self._changed.set()
-            self.send({"call_id": call_id, "progress": "started", "started_at": at})
+            self.send(
+                {
+                    "call_id": call_id,
+                    "progress": "started",
+                    "started_at": at,
+                    "msg_id": execution.msg_id,
+                }
+            )
 
         execution = _Execution(notebook, cell_id, started)
         # A call's execution is jupyter-ci's own; run_user_cell's is the user's.
@@ -616,6 +656,8 @@ class _Execution:
         self.notebook = notebook
         self.cell_id = cell_id
         self.on_started = on_started or (lambda at: None)
+        #: The msg_id of the execute request (set once it is sent).
+        self.msg_id = ""
         self.started_at: float | None = None
         self.reply: dict[str, Any] | None = None
         self.idle = False

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import logging
 import os
 import time
@@ -108,6 +109,8 @@ class _CellClient(NotebookOutputs):
         self.reply: dict[str, Any] | None = None
         #: Whether we gave up on the execution (see :meth:`give_up`).
         self.given_up = False
+        #: Called once when the kernel begins the cell (see KernelWorkspace.run_source).
+        self.on_started: Callable[[], None] | None = None
         self._alive_poller: asyncio.Task[Any] | None = None
 
     def track(self) -> None:
@@ -125,6 +128,8 @@ class _CellClient(NotebookOutputs):
         if self.started_at is None and (msg_type == "execute_input" or state == "busy"):
             self.started_at = time.monotonic()
             self.began.set()
+            if self.on_started is not None:
+                self.on_started()
         if state == "idle":
             self.idle.set()
         return super().process_message(msg, cell, cell_index)
@@ -177,6 +182,16 @@ class KernelWorkspace:
         self._lock = asyncio.Lock()
         self._interrupts = 0
         self._closed = False
+
+    @property
+    def busy(self) -> bool:
+        """Whether a request of the workspace is in the kernel now (a cell runs)."""
+        return self._lock.locked()
+
+    async def idle(self) -> None:
+        """Wait until no request of the workspace is in the kernel."""
+        async with self._lock:
+            pass
 
     # --- life cycle -------------------------------------------------------------------------
 
@@ -276,14 +291,36 @@ class KernelWorkspace:
                 continue
             if skip is not None and skip(cell):
                 continue
-            scratch = new_code_cell(cell.source, {})
-            async with self._lock:
-                self._scratch.nb.cells = [scratch]
-                execution = await self._run(self._scratch, scratch, 0, cell.id, timeout)
+            execution = await self.run_source(cell.source, timeout, cell_id=cell.id)
             executions.append(execution)
             if stop_on_error and execution.status is not CellStatus.OK:
                 break
         return executions
+
+    async def run_source(
+        self,
+        source: str,
+        timeout: float,
+        *,
+        cell_id: str = "",
+        on_started: Callable[[], None] | None = None,
+        expression: str | None = None,
+    ) -> Execution:
+        """Run ``source`` in the kernel as a cell outside the notebook: its outputs are
+        returned (as an :class:`Execution` named ``cell_id``), the notebook is not changed.
+
+        Serialised with every other request of the workspace; ``on_started`` is called when
+        the kernel begins it (after the requests before it ended). ``timeout`` as in
+        :meth:`run_cell`.
+        """
+        scratch = new_code_cell(source, {})
+        async with self._lock:
+            self._scratch.nb.cells = [scratch]
+            self._scratch.on_started = on_started
+            try:
+                return await self._run(self._scratch, scratch, 0, cell_id, timeout, expression)
+            finally:
+                self._scratch.on_started = None
 
     # --- the Workspace protocol -------------------------------------------------------------
 
@@ -334,14 +371,16 @@ class KernelWorkspace:
 
         ``timeout`` seconds (0 = none) count from when the kernel begins the cell. A kernel
         that dies meanwhile (or is dead already) ends the cell ``kernel_died``; the outputs so
-        far are kept.
+        far are kept. ``expression`` (the files snapshot) is a user expression of the cell's own
+        request: its value is the execution's ``expression_value`` (kernels evaluate it only
+        after a cell that ended well).
         """
         async with self._lock:
             index = self._index(cell_id)
             node = self.notebook.cells[index]
             if node.cell_type != "code":
                 raise InternalError(f"Cell {cell_id!r} is a {node.cell_type} cell; only code runs.")
-            return await self._run(self._client, node, index, cell_id, timeout)
+            return await self._run(self._client, node, index, cell_id, timeout, expression)
 
     async def inspect_variables(self) -> list[Variable]:
         """The user's variables, from a silent request that leaves no trace in the kernel.
@@ -414,9 +453,16 @@ class KernelWorkspace:
             raise KernelDied("The kernel process has exited.")
 
     async def _run(
-        self, client: _CellClient, node: Any, index: int, cell_id: str, timeout: float
+        self,
+        client: _CellClient,
+        node: Any,
+        index: int,
+        cell_id: str,
+        timeout: float,
+        expression: str | None = None,
     ) -> Execution:
-        """Run ``node`` (at ``index`` of ``client``'s notebook) and classify how it ended."""
+        """Run ``node`` (at ``index`` of ``client``'s notebook) and classify how it ended;
+        ``expression`` goes with it, as a user expression of its own execute request."""
         if self._closed:
             raise InternalError("The workspace is closed.")
         if not await self.kernel_manager.is_alive():
@@ -429,6 +475,13 @@ class KernelWorkspace:
         client.track()
         client.begin(index)
         interrupts = self._interrupts
+        execute = self.kernel_client.execute
+        if expression is not None:
+            # nbclient sends the cell with the client's execute: the expression rides along
+            # (requests are one at a time here, so nothing else sends meanwhile).
+            self.kernel_client.execute = functools.partial(
+                execute, user_expressions={"value": expression}
+            )
         execution = asyncio.ensure_future(client.async_execute_cell(node, index))
         timed_out, fate = False, KernelFate.ALIVE
         try:
@@ -442,6 +495,7 @@ class KernelWorkspace:
             if not client.given_up:
                 raise  # our caller was cancelled, not a cell we gave up on
         finally:
+            self.kernel_client.execute = execute
             if not execution.done():
                 client.give_up(execution)
         started = client.started_at
@@ -462,7 +516,14 @@ class KernelWorkspace:
         # The notebook keeps the very output dicts (display updates rewrite them later); the
         # execution gets a copy.
         kept: list[dict[str, Any]] = list(outputs)
-        return Execution(cell_id, status, copy.deepcopy(kept), node.execution_count, duration)
+        return Execution(
+            cell_id,
+            status,
+            copy.deepcopy(kept),
+            node.execution_count,
+            duration,
+            expression_value(reply) if expression is not None else None,
+        )
 
     async def _wait(
         self, client: _CellClient, execution: asyncio.Future[Any], timeout: float
@@ -534,6 +595,16 @@ async def _first(
     finally:
         for waiter in waiting - {execution}:
             waiter.cancel()
+
+
+def expression_value(reply: Mapping[str, Any]) -> str | None:
+    """The text/plain value of an execute reply's user expression (``value``); None when it was
+    not evaluated or raised."""
+    value = (reply.get("user_expressions") or {}).get("value") or {}
+    if value.get("status") != "ok":
+        return None
+    text = (value.get("data") or {}).get("text/plain")
+    return text if isinstance(text, str) else None
 
 
 def _cell(node: nbformat.NotebookNode) -> Cell:

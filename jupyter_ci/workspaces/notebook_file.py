@@ -47,7 +47,7 @@ def load_notebook(path: Path) -> nbformat.NotebookNode:
     """
     if not path.exists():
         return cast(nbformat.NotebookNode, nbformat.v4.new_notebook())  # type: ignore[no-untyped-call]
-    return _with_ids(_parsed(read_notebook_bytes(path)))
+    return with_cell_ids(_parsed(read_notebook_bytes(path)))
 
 
 def read_notebook_bytes(path: Path) -> bytes:
@@ -104,8 +104,9 @@ def _kind(mode: int) -> str:
     return "not a file"
 
 
-def _with_ids(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """``notebook`` as nbformat 4.5, each cell with an id of its own."""
+def with_cell_ids(notebook: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """``notebook`` as nbformat 4.5, each cell with an id of its own (a cell without one, or
+    with one another cell already has, gets a fresh id; the others keep theirs)."""
     if notebook.nbformat_minor < 5:
         notebook.nbformat_minor = 5
     seen: set[str] = set()
@@ -171,7 +172,7 @@ def check_notebook_file(path: Path) -> bytes | None:
         return None
     data = read_notebook_bytes(path)
     try:
-        nbformat.validate(_with_ids(_parsed(data)))
+        nbformat.validate(with_cell_ids(_parsed(data)))
     except UnicodeDecodeError:
         raise BadNotebookFile(path, "is not a text file (not a notebook)") from None
     except Exception as err:  # nbformat's NotJSONError, ValidationError, KeyError, ...
@@ -271,7 +272,7 @@ def save_run(
     try:
         if current is None:
             raise ValueError("it was deleted")
-        disk = _with_ids(_parsed(current))
+        disk = with_cell_ids(_parsed(current))
     except Exception as err:
         aside = _free_name(path.with_name(f"{path.stem}.jupyter-ci{path.suffix or '.ipynb'}"))
         write_atomically(aside, notebook_text(ours))

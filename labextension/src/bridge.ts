@@ -1,4 +1,4 @@
-import { CodeCell, ICellModel } from '@jupyterlab/cells';
+import { CodeCell, ICellModel, ICodeCellModel } from '@jupyterlab/cells';
 import * as nbformat from '@jupyterlab/nbformat';
 import { NotebookPanel } from '@jupyterlab/notebook';
 import { Kernel } from '@jupyterlab/services';
@@ -8,7 +8,8 @@ import { CIConnection } from './connection';
 import { CallError, evaluateExpression, executeCell } from './execute';
 import { Lifecycle } from './lifecycle';
 import { IFoundCell, NotebookIndex } from './notebooks';
-import { capOutputs, MAX_OUTPUT_BYTES } from './outputs';
+import { capOutputs, MAX_OUTPUT_BYTES, showOutputs } from './outputs';
+import { CELL_METADATA_KEY } from './protocol';
 import type {
   Call,
   CallReply,
@@ -47,7 +48,7 @@ type ResultFields = Omit<ICallResult, 'call_id' | 'ok'>;
  * `restore_cells`, which puts back the cells the notebook lacks, and the
  * run's other calls wait for it. Calls for a notebook this page has not
  * opened yet wait for it to open (a reloaded page opens its notebooks again
- * as it starts), at most `OPEN_WAIT`.
+ * as it starts), at most `NotebookIndex.OPEN_WAIT`.
  */
 export class NotebookBridge extends Lifecycle {
   constructor(options: NotebookBridge.IOptions) {
@@ -58,6 +59,7 @@ export class NotebookBridge extends Lifecycle {
     this._streamer = options.streamer;
     this._decorations = options.decorations;
     this._timings = options.timings;
+    this._userOptions = options.userOptions;
     this.listen(this._connection.calls, this._onCall);
     this.listen(this._connection.events, this._onEvent);
   }
@@ -141,7 +143,7 @@ export class NotebookBridge extends Lifecycle {
     const path = call.notebook_path;
     if (!this._index.panel(path) && this._index.isOpening(path)) {
       // A reloaded page opens its notebooks again as it starts.
-      await this._index.whenOpen(path, Private.OPEN_WAIT);
+      await this._index.whenOpen(path, NotebookIndex.OPEN_WAIT);
     }
     const panel = this._panel(path);
     switch (call.method) {
@@ -160,7 +162,8 @@ export class NotebookBridge extends Lifecycle {
         const found = this._cell(path, call.cell_id);
         this._streamer.discard(found.model);
         if (call.undoable) {
-          // The user's cell: Restore (and Ctrl+Z) bring back what they wrote.
+          // The user's cell (a fix, or an outside agent's edit): Ctrl+Z brings back what
+          // they wrote (and Restore, after a fix).
           this._decorations.rememberOriginal(
             call.cell_id,
             call.run_id,
@@ -195,10 +198,30 @@ export class NotebookBridge extends Lifecycle {
       case 'interrupt':
         await Private.kernelOf(panel).interrupt();
         return {};
+      case 'run_options':
+        return { options: this._userOptions() };
+      case 'save':
+        // With real-time collaboration the server saves the shared document itself (a save
+        // from here would be refused as a conflict with its own).
+        if (!panel.context.model.collaborative) {
+          await panel.context.save();
+        }
+        return {};
       case 'restore_cells': {
         const restored = this._restore(panel, call);
         this._runs.touch(call.run_id);
         return { restored };
+      }
+      case 'show_outputs': {
+        const found = this._cell(path, call.cell_id);
+        if (found.model.type !== 'code') {
+          throw new CallError(
+            'not_code',
+            `Cell ${call.cell_id} is not a code cell.`
+          );
+        }
+        showOutputs(found.model as ICodeCellModel, call);
+        return {};
       }
       default:
         throw new CallError(
@@ -225,13 +248,17 @@ export class NotebookBridge extends Lifecycle {
     let cellId = '';
     shared.transact(() => {
       const cell = shared.insertCell(index, {
-        cell_type: 'code',
+        cell_type: call.cell_type ?? 'code',
         source: call.source,
         metadata: call.metadata as nbformat.ICodeCellMetadata
       });
       cellId = cell.getId();
     }, false);
-    this._decorations.update(cellId, { streaming: call.source === '' });
+    const agent = Private.agentOf(call.metadata);
+    this._decorations.update(cellId, {
+      streaming: call.source === '',
+      ...(agent !== null && { agent })
+    });
     this._reveal(panel, index, call.after_id);
     return cellId;
   }
@@ -276,7 +303,7 @@ export class NotebookBridge extends Lifecycle {
       shared.transact(() => {
         shared.insertCell(index, {
           id: cell.cell_id,
-          cell_type: 'code',
+          cell_type: cell.cell_type ?? 'code',
           source: cell.source,
           metadata: cell.metadata as nbformat.ICodeCellMetadata
         });
@@ -314,11 +341,14 @@ export class NotebookBridge extends Lifecycle {
       isClosed: () => panel.isDisposed && this._index.panel(path) === null,
       expression: call.expression,
       runId: call.run_id,
-      onStarted: startedAt => {
+      onStarted: (startedAt, msgId) => {
+        // The request's msg_id: the server follows the cell under it on the
+        // kernel's output channel too, should this page be reloaded.
         const progress: ICallProgress = {
           call_id: call.call_id,
           progress: 'started',
-          started_at: startedAt
+          started_at: startedAt,
+          ...(msgId !== null && { msg_id: msgId })
         };
         this._progress.set(call.call_id, progress);
         this._connection.reply(progress);
@@ -397,6 +427,9 @@ export class NotebookBridge extends Lifecycle {
   ): void => {
     switch (event.type) {
       case 'attempt':
+        if (this._runs.get(event.run_id)?.origin === 'mcp') {
+          break; // an outside agent's cell has one try per call: no "attempt" to show
+        }
         this._decorations.update(event.cell_id, {
           attempt: event.attempt,
           maxAttempts: event.max_attempts,
@@ -425,6 +458,13 @@ export class NotebookBridge extends Lifecycle {
           if (this._ownRuns.has(event.run_id)) {
             this._decorations.recordStopped(event.cell_id);
           }
+        } else if (event.cause === 'agent') {
+          // An outside agent's edit (a diff), or the code it asks to run (none).
+          const agent = this._runs.get(event.run_id)?.agent ?? 'an agent';
+          this._decorations.update(event.cell_id, { streaming: false });
+          if (event.diff && this._decorations.changed(event, agent)) {
+            this._fixed(event.run_id, event.cell_id); // Restore, once it is over
+          }
         } else {
           this._decorations.update(event.cell_id, {
             ...Private.shownChange(event),
@@ -437,8 +477,10 @@ export class NotebookBridge extends Lifecycle {
       }
       case 'state': {
         // A cell waits for review as the attempt it is for (a fix: the next).
-        const cellId = this._runs.get(event.run_id)?.proposal?.cellId;
+        const view = this._runs.get(event.run_id);
+        const cellId = view?.proposal?.cellId;
         if (
+          view?.origin !== 'mcp' && // an outside agent's call: one try, no attempt to show
           event.state === 'awaiting_approval' &&
           typeof event.attempt === 'number' &&
           cellId
@@ -516,6 +558,7 @@ export class NotebookBridge extends Lifecycle {
   private readonly _streamer: SourceStreamer;
   private readonly _decorations: CellDecorations;
   private readonly _timings: CallTimings;
+  private readonly _userOptions: () => Record<string, unknown>;
   private readonly _answers = new Map<string, Private.IAnswer>();
   private readonly _progress = new Map<string, ICallProgress>();
   private readonly _ownRuns = new Set<string>();
@@ -540,6 +583,10 @@ export namespace NotebookBridge {
     streamer: SourceStreamer;
     decorations: CellDecorations;
     timings: CallTimings;
+    /**
+     * The user's run options (their JupyterLab settings), for `run_options`.
+     */
+    userOptions: () => Record<string, unknown>;
   }
 }
 
@@ -552,17 +599,23 @@ namespace Private {
   export const ANSWER_TTL = 5 * 60 * 1000;
 
   /**
-   * How long a call waits for its notebook to open in a page that has not
-   * opened it yet (ms): a reloaded page opens it again as it starts.
-   */
-  export const OPEN_WAIT = 30_000;
-
-  /**
    * A call's answer, once for all its sends.
    */
   export interface IAnswer {
     reply: Promise<CallReply>;
     answeredAt: number | null;
+  }
+
+  /**
+   * The outside agent named in a cell's `jupyter_ci` hint, if any.
+   */
+  export function agentOf(metadata: Record<string, unknown>): string | null {
+    const hint = metadata[CELL_METADATA_KEY];
+    if (typeof hint === 'object' && hint !== null) {
+      const agent = (hint as Record<string, unknown>)['agent'];
+      return typeof agent === 'string' && agent ? agent : null;
+    }
+    return null;
   }
 
   export function notOpen(path: string, wasOpen: boolean): CallError {

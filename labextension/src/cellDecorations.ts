@@ -77,6 +77,9 @@ export class CellDecorations {
         if (typeof hint['max_attempts'] === 'number') {
           saved.maxAttempts = hint['max_attempts'];
         }
+        if (typeof hint['agent'] === 'string') {
+          saved.agent = hint['agent'];
+        }
         if (hint['stopped'] === true) {
           saved.stopped = true;
         }
@@ -133,8 +136,33 @@ export class CellDecorations {
   }
 
   /**
-   * A user's cell jupyter-ci fixed, as its hint says (this page was loaded
-   * after the fix): badged so, with Restore, unless it holds the user's code.
+   * An outside agent (an MCP client's edit_cell) changed a cell: its diff,
+   * badged "changed by …". On a cell of the user's (not one an agent or
+   * jupyter-ci added) the hint names the agent too, next to the user's code
+   * (`rememberOriginal`), so a reload badges it the same, with Restore;
+   * returns whether the cell is the user's.
+   */
+  changed(event: { cell_id: string; diff: string }, agent: string): boolean {
+    this.update(event.cell_id, { diff: event.diff, changedBy: agent });
+    const found = this._index.findCellAnywhere(event.cell_id);
+    const hint: unknown = found?.model.getMetadata(METADATA_KEY);
+    if (!found || CellDecorations.isGenerated(hint)) {
+      return false;
+    }
+    const original = this._originals.get(event.cell_id);
+    if (original && original.agent !== agent) {
+      original.agent = agent;
+      if (CellDecorations.fixedOf(hint)) {
+        this._writeFixedHint(found.model, true);
+      }
+    }
+    return true;
+  }
+
+  /**
+   * A user's cell jupyter-ci fixed (or an outside agent changed), as its
+   * hint says (this page was loaded after the change): badged so, with
+   * Restore, unless it holds the user's code.
    */
   private _scanFixed(widget: Cell, fixed: CellDecorations.IFixed): void {
     const model = widget.model;
@@ -148,6 +176,7 @@ export class CellDecorations {
         fixed: true,
         restorable: true,
         restored: false,
+        ...(fixed.agent !== undefined && { changedBy: fixed.agent }),
         ...(typeof hint['attempt'] === 'number'
           ? { attempt: hint['attempt'] }
           : {}),
@@ -169,7 +198,8 @@ export class CellDecorations {
     const cellId = model.id;
     this._originals.set(cellId, {
       runId: fixed.run_id,
-      source: fixed.original
+      source: fixed.original,
+      ...(fixed.agent !== undefined && { agent: fixed.agent })
     });
     if (!this._following.has(cellId)) {
       // Ctrl+Z, Ctrl+Shift+Z and Restore all change the source: the badge,
@@ -237,7 +267,11 @@ export class CellDecorations {
       present && original
         ? {
             ...rest,
-            fixed: { run_id: original.runId, original: original.source },
+            fixed: {
+              run_id: original.runId,
+              original: original.source,
+              ...(original.agent !== undefined && { agent: original.agent })
+            },
             ...(state?.attempt !== undefined && { attempt: state.attempt }),
             ...(state?.maxAttempts !== undefined && {
               max_attempts: state.maxAttempts
@@ -316,11 +350,12 @@ export class CellDecorations {
   private readonly _index: NotebookIndex;
   private readonly _states = new Map<string, ICellDecoration>();
   /**
-   * The user's code of the cells this tab's runs fixed, before the fix.
+   * The user's code of the cells this tab's runs fixed (or an outside agent
+   * changed), before the change.
    */
   private readonly _originals = new Map<
     string,
-    { runId: string; source: string }
+    { runId: string; source: string; agent?: string }
   >();
   /**
    * The fixed cells whose source changes are followed.
@@ -347,12 +382,14 @@ export namespace CellDecorations {
   }
 
   /**
-   * The user's code of a cell jupyter-ci fixed, and the run that fixed it,
-   * as the cell's `metadata.jupyter_ci.fixed` hint keeps them.
+   * The user's code of a cell jupyter-ci fixed, and the run that fixed it
+   * (with the outside agent whose edit it was, if one's), as the cell's
+   * `metadata.jupyter_ci.fixed` hint keeps them.
    */
   export interface IFixed {
     run_id: string;
     original: string;
+    agent?: string;
   }
 
   /**
@@ -366,10 +403,15 @@ export namespace CellDecorations {
     if (typeof fixed !== 'object' || fixed === null) {
       return null;
     }
-    const { run_id: runId, original } = fixed as Record<string, unknown>;
-    return typeof runId === 'string' && typeof original === 'string'
-      ? { run_id: runId, original }
-      : null;
+    const { run_id: runId, original, agent } = fixed as Record<string, unknown>;
+    if (typeof runId !== 'string' || typeof original !== 'string') {
+      return null;
+    }
+    return {
+      run_id: runId,
+      original,
+      ...(typeof agent === 'string' && { agent })
+    };
   }
 }
 
@@ -385,7 +427,9 @@ namespace Private {
       a.stopped === b.stopped &&
       a.fixed === b.fixed &&
       a.restorable === b.restorable &&
-      a.restored === b.restored
+      a.restored === b.restored &&
+      a.agent === b.agent &&
+      a.changedBy === b.changedBy
     );
   }
 }

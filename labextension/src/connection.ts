@@ -225,11 +225,17 @@ export class CIConnection extends Lifecycle {
 
   /**
    * Follow a run's events across reconnects (the runs this tab starts, and
-   * any it shows).
+   * any it shows); `replayNow`: also ask now for the events it already had
+   * (a run this page did not see start).
    */
-  follow(runId: string): void {
-    if (!this._seen.has(runId)) {
-      this._seen.set(runId, { max: 0, seqs: new Set(), finished: false });
+  follow(runId: string, replayNow = false): void {
+    if (this._seen.has(runId)) {
+      return;
+    }
+    this._seen.set(runId, { max: 0, seqs: new Set(), finished: false });
+    if (replayNow && this._ready) {
+      // Connected already: its events so far now (else at the next hello).
+      this._replay(runId, 0);
     }
   }
 
@@ -357,11 +363,15 @@ export class CIConnection extends Lifecycle {
     // Ask for what we missed while away; live events may overlap (deduped).
     for (const [runId, seen] of this._seen) {
       if (!seen.finished) {
-        this.request({ request: 'replay', run_id: runId, after_seq: seen.max })
-          // An unknown run (long gone) has nothing to replay.
-          .catch(() => undefined);
+        this._replay(runId, seen.max);
       }
     }
+  }
+
+  private _replay(runId: string, afterSeq: number): void {
+    this.request({ request: 'replay', run_id: runId, after_seq: afterSeq })
+      // An unknown run (long gone) has nothing to replay.
+      .catch(() => undefined);
   }
 
   private _sendRequest(pending: Private.IPending): void {

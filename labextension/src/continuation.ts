@@ -54,17 +54,30 @@ export class Continuation {
 
   /**
    * The cells this request held back: those the kernel aborted after the
-   * `%%ci` cell, and those an earlier continuation handed on to it.
+   * `%%ci` cell, and those an earlier continuation handed on to it. Known
+   * soon after the handoff (the kernel refuses them at once); asked once per
+   * claim.
    */
+  heldBack(claim: IClaim): Promise<string[]> {
+    let held = this._held.get(claim);
+    if (!held) {
+      held = (async () => {
+        const aborted = await claim.aborted();
+        const key = claimKey(claim.path, claim.cellId);
+        const handedOn = (await this._handedOn.get(key)?.promise) ?? [];
+        this._handedOn.delete(key);
+        return [...aborted, ...handedOn.filter(id => !aborted.includes(id))];
+      })();
+      this._held.set(claim, held);
+    }
+    return held;
+  }
+
   private async _heldBack(
     claim: IClaim,
     runId: string | null = null
   ): Promise<string[]> {
-    const aborted = await claim.aborted();
-    const key = claimKey(claim.path, claim.cellId);
-    const handedOn = (await this._handedOn.get(key)?.promise) ?? [];
-    this._handedOn.delete(key);
-    const held = [...aborted, ...handedOn.filter(id => !aborted.includes(id))];
+    const held = await this.heldBack(claim);
     // The cells of the run this %%ci followed were that run's to run (a Run
     // All again while it went on queued them too): never a second time.
     return runId === null
@@ -183,6 +196,7 @@ export class Continuation {
   private readonly _statusOutputs: StatusOutputs;
   private readonly _stamp: (panel: NotebookPanel, model: ICellModel) => void;
   private readonly _handedOn = new Map<string, PromiseDelegate<string[]>>();
+  private readonly _held = new WeakMap<IClaim, Promise<string[]>>();
 }
 
 function count(cells: number): string {

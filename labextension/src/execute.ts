@@ -66,9 +66,11 @@ export interface IExecuteOptions {
   cell: CodeCell;
   sessionContext: ISessionContext;
   /**
-   * Called once, when the kernel begins the cell (epoch seconds).
+   * Called once, when the kernel begins the cell (epoch seconds), with the
+   * msg_id of the cell's execute request (null for an empty cell, which is
+   * not sent).
    */
-  onStarted: (startedAt: number) => void;
+  onStarted: (startedAt: number, msgId: string | null) => void;
   /**
    * Whether the notebook was closed (then the execution is `notebook_closed`).
    */
@@ -118,7 +120,7 @@ export async function executeCell(
   if (!code.trim()) {
     // JupyterLab does not send empty cells to the kernel either.
     const now = Date.now() / 1000;
-    onStarted(now);
+    onStarted(now, null);
     return Private.result('ok', cell, null, now, 0);
   }
   const watch = Private.watchKernel(kernel, sessionContext);
@@ -151,7 +153,7 @@ export async function executeCell(
         (type === 'execute_input' || state === 'busy')
       ) {
         startedAt = Private.epochSeconds(msg.header.date);
-        onStarted(startedAt);
+        onStarted(startedAt, future.msg.header.msg_id);
       }
       if (state === 'idle' && graceTimer === undefined) {
         graceTimer = window.setTimeout(

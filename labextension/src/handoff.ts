@@ -25,6 +25,7 @@ import {
 } from './protocol';
 import type { IErrorInfo, IHandoff } from './protocol';
 import { RunTracker } from './runs';
+import { SavedContinuations } from './savedContinuations';
 import { ScheduleLog } from './scheduleLog';
 import { makeStatus } from './statusData';
 import { StatusOutputs } from './statusOutput';
@@ -73,6 +74,14 @@ export class HandoffController extends Lifecycle {
     );
     this.listen(NotebookActions.executionScheduled, this._onScheduled);
     this.own(watchPanels(this._index.tracker, panel => this._watch(panel)));
+    // A reloaded page: the cells its requests held back run once their runs are done.
+    this._saved.resume({
+      connection: this._connection,
+      runs: this._runs,
+      index: this._index,
+      statusOutputs: this._statusOutputs,
+      continuation: this._continuation
+    });
   }
 
   /**
@@ -409,7 +418,21 @@ export class HandoffController extends Lifecycle {
    * they did not run; tell the user if the notebook was closed meanwhile.
    */
   private async _follow(claim: IClaim, runId: string): Promise<void> {
+    // Kept in the tab while the run goes on: a reloaded page runs them.
+    const saved = this._continuation.heldBack(claim).then(cells => {
+      if (cells.length) {
+        this._saved.save({
+          runId,
+          clientId: this._connection.clientId,
+          path: claim.path,
+          cellId: claim.cellId,
+          cells
+        });
+      }
+    });
     const view = await this._runs.whenFinished(runId);
+    await saved;
+    this._saved.take(runId, claim.cellId);
     if (!this._index.findCellAnywhere(claim.cellId)) {
       Private.notifyAway(claim.path, view.text);
     }
@@ -454,6 +477,7 @@ export class HandoffController extends Lifecycle {
   private readonly _expected = new Set<string>();
   private readonly _schedule: ScheduleLog;
   private readonly _continuation: Continuation;
+  private readonly _saved = new SavedContinuations();
 }
 
 /**

@@ -10,6 +10,7 @@ import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import { MessageLoop } from '@lumino/messaging';
 
+import { AgentActivity } from './agentActivity';
 import { addAskCommand } from './ask';
 import { NotebookBridge } from './bridge';
 import { CellDecorations } from './cellDecorations';
@@ -123,16 +124,18 @@ const notebookPlugin: JupyterFrontEndPlugin<void> = {
     const decorations = new CellDecorations(index);
     const timings = new CallTimings();
     const statusOutputs = new StatusOutputs(index, runs);
+    const userOptions = (): Record<string, unknown> => settings.runOptions();
     new NotebookBridge({
       connection,
       index,
       runs,
       streamer,
       decorations,
-      timings
+      timings,
+      userOptions
     });
     new FixInView(index, runs);
-    const userOptions = (): Record<string, unknown> => settings.runOptions();
+    new AgentActivity(index, runs);
     const placement = new CellPlacement(index, runs);
     new HandoffController({
       index,

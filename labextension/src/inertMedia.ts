@@ -21,6 +21,8 @@ import type { IRenderMime } from '@jupyterlab/rendermime-interfaces';
  * - Markdown stored for any frontend (a `%%ci` answer output, an answer
  *   inserted as a Markdown cell): `escapeMarkdownHtml` (answerOutput.ts)
  *   escapes all raw HTML and writes each Markdown image as `inertImage`.
+ * The conversation export, Markdown written by the server as a file, has the
+ * policy's third form: jupyter_ci/server/inert_markdown.py.
  */
 
 /**

@@ -226,6 +226,13 @@ export function watchPanels(
  */
 export namespace NotebookIndex {
   /**
+   * How long what a reloaded page does for a notebook (a run's call, the
+   * cells a request held back) waits for the page to open it again (ms): a
+   * reloaded page opens its notebooks again as it starts.
+   */
+  export const OPEN_WAIT = 30_000;
+
+  /**
    * The cell `cellId` in one notebook view, or null.
    */
   export function cellIn(

@@ -1,6 +1,7 @@
+import type { ICodeCellModel } from '@jupyterlab/cells';
 import type * as nbformat from '@jupyterlab/nbformat';
 
-import type { IOutput } from './protocol';
+import type { IOutput, IShowOutputsCall } from './protocol';
 
 /**
  * The most a call reply's outputs may weigh (UTF-8 bytes of their JSON); the
@@ -173,4 +174,37 @@ namespace Private {
   function kilobytes(size: number): string {
     return `${Math.round(size / 1024).toLocaleString('en-US')} KB`;
   }
+}
+
+/**
+ * Make a cell show exactly the outputs the server heard for it after a
+ * reload (`show_outputs`: the previous page's execution of it is gone; with
+ * real-time collaboration the outputs that page wrote are in the document
+ * already): the outputs that differ are replaced, the missing ones added, so
+ * a second sight of an output never shows it twice.
+ */
+export function showOutputs(
+  model: ICodeCellModel,
+  call: IShowOutputsCall
+): void {
+  const outputs = model.outputs;
+  // The server builds them with nbformat's own rules (its one normaliser).
+  const wanted = call.outputs as nbformat.IOutput[];
+  model.trusted = true;
+  if (outputs.length > wanted.length) {
+    outputs.clear(); // cleared by the cell (clear_output): start again
+  }
+  wanted.forEach((output, index) => {
+    if (index >= outputs.length) {
+      outputs.add(output);
+    } else if (
+      JSON.stringify(outputs.get(index).toJSON()) !== JSON.stringify(output)
+    ) {
+      outputs.set(index, output);
+    }
+  });
+  if (call.execution_count !== null) {
+    model.executionCount = call.execution_count;
+  }
+  model.executionState = call.running ? 'running' : 'idle';
 }

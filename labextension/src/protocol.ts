@@ -31,7 +31,7 @@ export type TerminalRunState = 'done' | 'failed' | 'stopped';
  * show for it.
  */
 export type DoneReason =
-  'answered' | 'max_steps' | 'inserted' | 'rejected' | 'fixed';
+  'answered' | 'max_steps' | 'inserted' | 'rejected' | 'fixed' | 'called';
 
 /**
  * Why a run ended failed. Each title is the words the status line and the panel
@@ -136,10 +136,11 @@ export type RunMetadataKey = 'jupyter_ci_run';
 
 /**
  * jupyter-ci's key in cell metadata: the stamp of a %%ci cell ({client}), the
- * hint on a generated cell ({run_id, ...}), or on a cell of the user's that
- * jupyter-ci fixed, while it holds other code than theirs ({fixed: {run_id,
- * original}, attempt, max_attempts}: Restore puts original back, after a reload
- * too).
+ * hint on a generated cell ({run_id, ...}; agent: the outside agent that added
+ * it, an MCP client's name), or on a cell of the user's that jupyter-ci fixed
+ * or an outside agent changed, while it holds other code than theirs ({fixed:
+ * {run_id, original, agent?}, attempt, max_attempts}: Restore puts original
+ * back, after a reload too; agent: the MCP client that changed it).
  */
 export type CellMetadataKey = 'jupyter_ci';
 
@@ -332,9 +333,17 @@ export interface ICellUpdatedEvent extends IEventBase {
    * All included). restored: the user's own code put back into their cell (a
    * fix of it), as an undoable change, because the run ended while the model's
    * proposal waited unaccepted (rejected, or the run stopped or failed during
-   * the review).
+   * the review). agent: an outside agent's (MCP) code for the cell: its edit
+   * (diff from the code before), or the code it asks to run (diff empty).
    */
-  cause: 'streamed' | 'fix' | 'edited' | 'reproposed' | 'stopped' | 'restored';
+  cause:
+    | 'streamed'
+    | 'fix'
+    | 'edited'
+    | 'reproposed'
+    | 'stopped'
+    | 'restored'
+    | 'agent';
 }
 
 /**
@@ -490,6 +499,10 @@ export interface IRestoreCellsCall extends ICallBase {
     after_id: string | null;
     source: string;
     metadata: Record<string, unknown>;
+    /**
+     * The cell's type when not code (an outside agent's markdown or raw cell).
+     */
+    cell_type?: 'markdown' | 'raw';
   }[];
   streaming_cell_id: string | null;
 }
@@ -499,6 +512,11 @@ export interface IInsertCellCall extends ICallBase {
   after_id: string | null;
   source: string;
   metadata: Record<string, unknown>;
+  /**
+   * The new cell's type (default code); an outside agent (MCP) may insert
+   * markdown or raw cells.
+   */
+  cell_type?: 'code' | 'markdown' | 'raw';
 }
 
 export interface IAppendSourceCall extends ICallBase {
@@ -512,9 +530,10 @@ export interface IReplaceSourceCall extends ICallBase {
   cell_id: string;
   source: string;
   /**
-   * The cell is the user's (a fix of a cell they wrote): the change goes into
-   * the cell's undo history, so one Ctrl+Z in its editor brings their code
-   * back. Absent or false: outside it, as streamed code is written.
+   * The cell is the user's (a fix of a cell they wrote, or an outside agent's
+   * edit_cell): the change goes into the cell's undo history, so one Ctrl+Z in
+   * its editor brings their code back. Absent or false: outside it, as streamed
+   * code is written.
    */
   undoable?: boolean;
 }
@@ -561,6 +580,41 @@ export interface IInterruptCall extends ICallBase {
 }
 
 /**
+ * The run options the user set in this tab (their JupyterLab settings for
+ * jupyter-ci), as a request's user_options: the reply's options. An outside
+ * agent's run (MCP) has no request from the tab to carry them (review mode is
+ * one).
+ */
+export interface IRunOptionsCall extends ICallBase {
+  method: 'run_options';
+}
+
+/**
+ * Save the notebook (as the user's Save does): an outside agent's cells are on
+ * disk without real-time collaboration too.
+ */
+export interface ISaveCall extends ICallBase {
+  method: 'save';
+}
+
+/**
+ * After a reload while a cell of the run was running: the cell's outputs and
+ * execution count as the server heard them on the kernel's output channel (all
+ * of them, not only the new ones), while it runs (running true) and once it
+ * ended. The tab makes the cell show exactly these.
+ */
+export interface IShowOutputsCall extends ICallBase {
+  method: 'show_outputs';
+  cell_id: string;
+  outputs: IOutput[];
+  /**
+   * An integer.
+   */
+  execution_count: number | null;
+  running: boolean;
+}
+
+/**
  * Discriminated by `method`.
  */
 export type Call =
@@ -572,12 +626,15 @@ export type Call =
   | IRunCellCall
   | IEvaluateCall
   | IInterruptCall
-  | IRestoreCellsCall;
+  | IRunOptionsCall
+  | ISaveCall
+  | IRestoreCellsCall
+  | IShowOutputsCall;
 
 /**
  * The browser's successful reply to a call. Which fields are set depends on the
  * method: read_cells → cells; insert_cell → cell_id; run_cell → execution
- * fields; evaluate → text; restore_cells → restored.
+ * fields; evaluate → text; restore_cells → restored; show_outputs → nothing.
  */
 export interface ICallResult {
   call_id: string;
@@ -615,6 +672,10 @@ export interface ICallResult {
    * it (no expression asked, or the cell failed).
    */
   text?: string;
+  /**
+   * run_options: the user's run options in this tab.
+   */
+  options?: Record<string, unknown>;
 }
 
 /**
@@ -635,6 +696,12 @@ export interface ICallProgress {
   call_id: string;
   progress: 'started';
   started_at: number;
+  /**
+   * The msg_id of the cell's execute request (absent for an empty cell, which
+   * is not sent): the server follows the cell on the kernel's output channel
+   * under it, so a reload of the page does not lose the cell.
+   */
+  msg_id?: string;
 }
 
 /**
@@ -871,7 +938,16 @@ export interface IRunInfo {
    * The client_id of the tab that started the run (its calls go only there).
    */
   owner: string;
-  origin: 'panel' | 'magic';
+  /**
+   * panel, magic, or mcp: an outside agent's tool call (its owner is the tab
+   * that has the notebook open).
+   */
+  origin: 'panel' | 'magic' | 'mcp';
+  /**
+   * origin mcp: the outside agent whose call it is (the MCP client's name, as
+   * the cells it adds are badged).
+   */
+  agent?: string;
   state: RunState;
   prompt: string;
   anchor_cell_id: string | null;
@@ -1094,6 +1170,9 @@ export interface IProtocolDefinitions {
   RunCellCall: IRunCellCall;
   EvaluateCall: IEvaluateCall;
   InterruptCall: IInterruptCall;
+  RunOptionsCall: IRunOptionsCall;
+  SaveCall: ISaveCall;
+  ShowOutputsCall: IShowOutputsCall;
   Call: Call;
   CallResult: ICallResult;
   CallFailure: ICallFailure;
@@ -1153,7 +1232,8 @@ export const DONE_REASON_TITLES: Record<DoneReason, string> = {
   max_steps: 'reached the step limit',
   inserted: 'inserted, not run',
   rejected: 'rejected in review',
-  fixed: 'fixed'
+  fixed: 'fixed',
+  called: 'done'
 };
 
 /**
@@ -1191,6 +1271,7 @@ export const END_REASON_TITLES: Record<EndReason, string> = {
   inserted: 'inserted, not run',
   rejected: 'rejected in review',
   fixed: 'fixed',
+  called: 'done',
   max_attempts: 'the cell still failed at the last attempt',
   model_error: 'model error',
   config_error: 'configuration error',
@@ -1284,10 +1365,11 @@ export const RUN_METADATA_KEY: RunMetadataKey = 'jupyter_ci_run';
 
 /**
  * jupyter-ci's key in cell metadata: the stamp of a %%ci cell ({client}), the
- * hint on a generated cell ({run_id, ...}), or on a cell of the user's that
- * jupyter-ci fixed, while it holds other code than theirs ({fixed: {run_id,
- * original}, attempt, max_attempts}: Restore puts original back, after a reload
- * too).
+ * hint on a generated cell ({run_id, ...}; agent: the outside agent that added
+ * it, an MCP client's name), or on a cell of the user's that jupyter-ci fixed
+ * or an outside agent changed, while it holds other code than theirs ({fixed:
+ * {run_id, original, agent?}, attempt, max_attempts}: Restore puts original
+ * back, after a reload too; agent: the MCP client that changed it).
  */
 export const CELL_METADATA_KEY: CellMetadataKey = 'jupyter_ci';
 

@@ -41,6 +41,15 @@ export interface IRunView {
    */
   owner: string | null;
   /**
+   * Where the run comes from: `panel`, `magic` (a `%%ci` cell) or `mcp` (an
+   * outside agent's tool call); null until the server's run list says.
+   */
+  origin: IRunInfo['origin'] | null;
+  /**
+   * The outside agent whose tool call the run is (origin `mcp`), else null.
+   */
+  agent: string | null;
+  /**
    * The `%%ci` cell (or the panel's anchor) the run answers.
    */
   anchorCellId: string | null;
@@ -198,6 +207,8 @@ export class RunTracker extends Lifecycle {
         runId,
         notebookPath: null,
         owner: null,
+        origin: null,
+        agent: null,
         anchorCellId: null,
         state: 'queued',
         reason: '',
@@ -235,6 +246,8 @@ export class RunTracker extends Lifecycle {
       const view = this._view(run.run_id);
       view.notebookPath = run.notebook_path;
       view.owner = run.owner;
+      view.origin = run.origin;
+      view.agent = run.agent ?? null;
       view.anchorCellId = run.anchor_cell_id;
       view.position = run.position;
       if (!view.finished) {

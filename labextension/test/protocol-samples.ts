@@ -238,6 +238,23 @@ export const VALID: ISample[] = [
   }),
   valid('Call', { ...call, method: 'evaluate', expression: '1' }),
   valid('Call', { ...call, method: 'interrupt' }),
+  valid('Call', { ...call, method: 'run_options' }),
+  valid('Call', { ...call, method: 'save' }),
+  valid('Call', {
+    ...call,
+    method: 'insert_cell',
+    after_id: null,
+    source: '## Notes',
+    metadata: { jupyter_ci: { run_id: 'r1', agent: 'claude-code' } },
+    cell_type: 'markdown'
+  }),
+  valid('Call', {
+    ...call,
+    method: 'replace_source',
+    cell_id: 'c2',
+    source: 'print(2)',
+    undoable: true
+  }),
   valid('Call', {
     ...call,
     method: 'restore_cells',
@@ -246,6 +263,14 @@ export const VALID: ISample[] = [
       { cell_id: 'c3', after_id: 'c2', source: 'print(x)', metadata: {} }
     ],
     streaming_cell_id: 'c3'
+  }),
+  valid('Call', {
+    ...call,
+    method: 'show_outputs',
+    cell_id: 'c3',
+    outputs: [{ output_type: 'stream', name: 'stdout', text: 'begun\n' }],
+    execution_count: 7,
+    running: true
   }),
 
   // CallReply: both members, and a progress note.
@@ -282,6 +307,12 @@ export const VALID: ISample[] = [
     call_id: 'k3',
     progress: 'started',
     started_at: 2.5
+  }),
+  valid('CallProgress', {
+    call_id: 'k3',
+    progress: 'started',
+    started_at: 2.5,
+    msg_id: 'a1b2c3'
   }),
 
   // ClientRequest: each member.

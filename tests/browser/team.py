@@ -534,7 +534,10 @@ def panel_request_stop_and_export(context: Any, lab: Lab, model: Any) -> str:
 
 
 def http_status(
-    url: str, method: str = "GET", headers: Mapping[str, str] | None = None
+    url: str,
+    method: str = "GET",
+    headers: Mapping[str, str] | None = None,
+    body: bytes | None = None,
 ) -> tuple[int, str]:
     """The status of one request to ``url`` and its ``Location`` header (no redirect followed)."""
     import http.client
@@ -543,7 +546,7 @@ def http_status(
     connection = http.client.HTTPConnection(parts.netloc, timeout=30)
     try:
         target = parts.path + (f"?{parts.query}" if parts.query else "")
-        connection.request(method, target, headers=dict(headers or {}))
+        connection.request(method, target, body=body, headers=dict(headers or {}))
         response = connection.getresponse()
         response.read()
         return response.status, response.getheader("Location") or ""

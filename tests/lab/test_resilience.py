@@ -162,15 +162,15 @@ def _outputs(tab: ScriptedTab) -> list[dict[str, Any]]:
     return [o for c in tab.notebooks["a.ipynb"].cells for o in c.get("outputs", [])]
 
 
-async def test_a_reloaded_page_gets_its_runs_cells_back_and_no_cell_runs_twice(
+async def test_a_reloaded_page_gets_its_runs_cells_back_and_the_running_cell_goes_on(
     app: JupyterCIServer,
     model_server: ScriptedModelServer,
     start_kernel: KernelStarter,
     tab_factory: TabFactory,
 ) -> None:
     # A reload keeps the tab's client id and secret, not its memory: the cells the run wrote
-    # (unsaved) and the answers it gave are gone.
-    model_server.set_script([Reply.code(COUNTED), Reply.text("never asked")])
+    # (unsaved) and the answers it gave are gone, and so is the page's part of the running cell.
+    model_server.set_script([Reply.code(COUNTED), Reply.text("It counted once.")])
     kernel_id = await start_kernel()
     page = tab_factory()
     page.open_notebook("a.ipynb", kernel_id, [code_cell("x = 1", "c0")])
@@ -180,6 +180,7 @@ async def test_a_reloaded_page_gets_its_runs_cells_back_and_no_cell_runs_twice(
     await page.wait_until(lambda: len(page.started_cells) == 1)
     [generated] = page.started_cells
     source = page.notebooks["a.ipynb"].cell(generated)["source"]
+    await page.subscribe()  # a round trip: the server has the cell's start (and its msg_id)
     await page.disconnect()
 
     reloaded = tab_factory(client_id=page.client_id)
@@ -193,10 +194,85 @@ async def test_a_reloaded_page_gets_its_runs_cells_back_and_no_cell_runs_twice(
     restore = await reloaded.wait_for(lambda m: m.get("method") == "restore_cells")
     assert [(c["cell_id"], c["source"]) for c in restore["cells"]] == [(generated, source)]
     assert reloaded.notebooks["a.ipynb"].sources() == ["x = 1", source]
-    # The run_cell the first page received (and ran) is not sent again: it fails, saying why.
+    # The run_cell the first page received (and ran) is not sent again: the server follows the
+    # cell on the kernel's output channel, shows the reloaded page its outputs, reads its end.
+    end = await reloaded.wait_for_event(finished, run_id, timeout=60)
+    assert (end["state"], end["reason"]) == ("done", "answered"), end
+    assert not any(m.get("method") == "run_cell" for m in reloaded.received)
+    ran = [e for e in reloaded.events(run_id) if e["type"] == "execution_finished"]
+    assert [(e["cell_id"], e["status"]) for e in ran] == [(generated, "ok")]
+    assert "runs 1" in ran[0]["digest"]
+    assert reloaded.shown_outputs[-1]["running"] is False
+    cell = reloaded.notebooks["a.ipynb"].cell(generated)
+    assert [o["text"] for o in cell["outputs"]] == ["runs 1\n"]
+    assert cell["execution_count"] == ran[0]["execution_count"] is not None
+    # The model was asked once more, with what the cell printed.
+    assert len(model_server.chat_requests) == 2
+    assert "runs 1" in json.dumps(model_server.chat_requests[1].body)
+    await page.wait_until(lambda: any("runs" in o.get("text", "") for o in _outputs(page)), 30)
+    assert [o["text"] for o in _outputs(page) if o["output_type"] == "stream"] == ["runs 1\n"]
+
+
+async def _reload_while_the_cell_runs(
+    page: ScriptedTab, tab_factory: TabFactory, kernel_id: str
+) -> ScriptedTab:
+    """Once the page's run has a cell running, be that page reloaded (the same client, no
+    memory): the new page, connected."""
+    await page.wait_until(lambda: len(page.started_cells) == 1)
+    await page.subscribe()  # a round trip: the server has the cell's start (and its msg_id)
+    await page.disconnect()
+    reloaded = tab_factory(client_id=page.client_id)
+    reloaded.client_secret = page.client_secret
+    reloaded.open_notebook("a.ipynb", kernel_id, [code_cell("x = 1", "c0")])
+    await reloaded.connect()
+    return reloaded
+
+
+async def test_the_timeout_of_a_cell_followed_after_a_reload_counts_from_its_start(
+    app: JupyterCIServer,
+    model_server: ScriptedModelServer,
+    start_kernel: KernelStarter,
+    tab_factory: TabFactory,
+) -> None:
+    model_server.set_script(
+        [Reply.code("import time\nprint('long')\ntime.sleep(60)"), Reply.text("never asked")]
+    )
+    kernel_id = await start_kernel()
+    page = tab_factory()
+    page.open_notebook("a.ipynb", kernel_id, [code_cell("x = 1", "c0")])
+    await page.connect()
+    request = start_request("a.ipynb", kernel_id, "wait", options={"timeout": 3, "max_attempts": 1})
+    run_id = (await page.request(request))["run_id"]
+    reloaded = await _reload_while_the_cell_runs(page, tab_factory, kernel_id)
+    # The server interrupts the kernel at the timeout; the cell's end is heard on its channel.
+    end = await reloaded.wait_for_event(finished, run_id, timeout=60)
+    [ran] = [e for e in reloaded.events(run_id) if e["type"] == "execution_finished"]
+    assert ran["status"] == "timed_out", ran
+    assert 3 <= ran["duration"] < 20, ran
+    assert (end["state"], end["reason"]) == ("failed", "max_attempts"), end
+    assert not any(m.get("method") == "run_cell" for m in reloaded.received)
+    shown = reloaded.notebooks["a.ipynb"].cells[1]["outputs"]
+    assert [o.get("ename") for o in shown if o["output_type"] == "error"] == ["KeyboardInterrupt"]
+
+
+async def test_without_the_kernels_channel_a_reload_while_a_cell_runs_ends_the_run(
+    app: JupyterCIServer,
+    model_server: ScriptedModelServer,
+    start_kernel: KernelStarter,
+    tab_factory: TabFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # As for a kernel gateway's kernel, whose channels are not on this host.
+    monkeypatch.setattr(type(app.manager.kernels), "watch", lambda self, kernel_id: None)
+    model_server.set_script([Reply.code(COUNTED), Reply.text("never asked")])
+    kernel_id = await start_kernel()
+    page = tab_factory()
+    page.open_notebook("a.ipynb", kernel_id, [code_cell("x = 1", "c0")])
+    await page.connect()
+    run_id = (await page.request(start_request("a.ipynb", kernel_id, "count")))["run_id"]
+    reloaded = await _reload_while_the_cell_runs(page, tab_factory, kernel_id)
     end = await reloaded.wait_for_event(finished, run_id, timeout=60)
     assert (end["state"], end["reason"]) == ("failed", "notebook_unavailable"), end
     assert "reloaded while a cell of the run was running" in end["error"]["message"]
-    assert not any(m.get("method") == "run_cell" for m in reloaded.received)
-    await page.wait_until(lambda: any("runs" in o.get("text", "") for o in _outputs(page)), 30)
-    assert [o["text"] for o in _outputs(page) if o["output_type"] == "stream"] == ["runs 1\n"]
+    assert not any(m.get("method") in ("run_cell", "show_outputs") for m in reloaded.received)
+    assert len(model_server.chat_requests) == 1

@@ -10,11 +10,17 @@ the tab reports that the kernel began the cell (its ``execute_input``); on expir
 interrupted, if that cell is still running, and the execution is reported ``timed_out``.
 Interrupts go through the server's kernel manager when it has the kernel (the same as the
 interrupt button), else through the tab.
+
+A page reloaded while a cell runs takes the cell's outputs and reply with it; the kernel goes on
+with the cell. The server hears the cell on the kernel's output channel too (:attr:`watch`, see
+:mod:`.iopub`), so the run follows it there: it shows the reloaded page the cell's outputs as
+they come (``show_outputs``) and reads how the cell ended from what it heard.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
@@ -27,11 +33,17 @@ from ...agent.workspace import Cell, Execution, Variable
 from ...errors import InternalError, JupyterCIError, KernelDied, NotebookUnavailable
 from ...execution.status import KernelFate, classify
 from .calls import PAGE_RELOADED, CallFailed, ProgressCallback
+from .iopub import HeardCell, IOPubWatch
+
+log = logging.getLogger("jupyter_ci.server")
 
 #: Seconds to wait for the tab to answer a call other than ``run_cell``.
 CALL_TIMEOUT = 120.0
 #: Seconds to wait for a cell interrupted at its timeout to end before giving up on it.
 INTERRUPT_GRACE = 15.0
+#: Seconds between two ``show_outputs`` calls of a cell followed after a reload (each carries
+#: all its outputs: a cell that prints without pause must not flood the page).
+SHOW_EVERY = 0.25
 
 #: ``CallFailure`` codes that mean the notebook or a cell is gone.
 NOTEBOOK_GONE = frozenset({"notebook_not_open", "cell_not_found", "notebook_closed"})
@@ -78,6 +90,11 @@ class LabWorkspace:
         self._lost: JupyterCIError | None = None
         self._lost_fate: KernelFate | None = None
         self._stuck = False
+        #: Called when the kernel begins a cell this workspace runs (its ``execute_input``).
+        self.on_cell_started: Callable[[], None] | None = None
+        #: The run's ear on its kernel's output channel (set by the run manager while the run
+        #: is active; None where the server cannot listen to the kernel).
+        self.watch: IOPubWatch | None = None
 
     # --- the Workspace protocol -----------------------------------------------------------
 
@@ -91,12 +108,19 @@ class LabWorkspace:
         after_id: str | None,
         source: str = "",
         metadata: Mapping[str, Any] | None = None,
+        *,
+        cell_type: str = "code",
     ) -> str:
-        """Insert a code cell after ``after_id`` (at the top when None); return its id."""
-        reply = await self._call(
-            "insert_cell",
-            {"after_id": after_id, "source": source, "metadata": dict(metadata or {})},
-        )
+        """Insert a cell (code, unless ``cell_type`` says otherwise) after ``after_id`` (at
+        the top when None); return its id."""
+        params: dict[str, Any] = {
+            "after_id": after_id,
+            "source": source,
+            "metadata": dict(metadata or {}),
+        }
+        if cell_type != "code":
+            params["cell_type"] = cell_type
+        reply = await self._call("insert_cell", params)
         cell_id = reply.get("cell_id")
         if not isinstance(cell_id, str) or not cell_id:
             raise InternalError("The browser inserted a cell but did not say its id.")
@@ -106,6 +130,8 @@ class LabWorkspace:
             "source": source,
             "metadata": dict(metadata or {}),
         }
+        if cell_type != "code":
+            self._written[cell_id]["cell_type"] = cell_type
         if not source:
             self._streaming = cell_id
         return cell_id
@@ -157,18 +183,26 @@ class LabWorkspace:
             )
         started = asyncio.Event()
         started_at: list[float] = []
+        watch = self.watch
+        if watch is not None:
+            watch.expect()
 
         def on_progress(progress: Mapping[str, Any]) -> None:
             if progress.get("progress") == "started" and not started.is_set():
                 value = progress.get("started_at")
                 started_at.append(float(value) if isinstance(value, (int, float)) else time.time())
                 started.set()
+                if self.on_cell_started is not None:
+                    self.on_cell_started()
+                msg_id = progress.get("msg_id")
+                if watch is not None and isinstance(msg_id, str) and msg_id:
+                    watch.attach(msg_id)
 
         interrupts = self._interrupts
         params: dict[str, Any] = {"cell_id": cell_id}
         if expression is not None:
             params["expression"] = expression
-        call = asyncio.ensure_future(self.caller.call("run_cell", params, on_progress=on_progress))
+        call = asyncio.ensure_future(self._reply(cell_id, params, on_progress, watch))
         timed_out = False
         try:
             if timeout and timeout > 0:
@@ -199,6 +233,73 @@ class LabWorkspace:
             if not call.done():
                 call.cancel()
         return self._execution(cell_id, reply, timed_out, self._interrupts > interrupts, started_at)
+
+    async def _reply(
+        self,
+        cell_id: str,
+        params: Mapping[str, Any],
+        on_progress: ProgressCallback,
+        watch: IOPubWatch | None,
+    ) -> dict[str, Any]:
+        """The ``run_cell`` call's reply; after a reload of the page that received it, the cell
+        as the kernel's output channel told it (when its request is known: the tab said
+        ``started`` with its msg_id)."""
+        try:
+            return await self.caller.call("run_cell", params, on_progress=on_progress)
+        except CallFailed as failure:
+            heard = watch.heard if watch is not None else None
+            if failure.error_code != PAGE_RELOADED or heard is None:
+                raise
+        return await self._follow(cell_id, heard)
+
+    async def _follow(self, cell_id: str, heard: HeardCell) -> dict[str, Any]:
+        """Follow a running cell whose page was reloaded: show the reloaded page its outputs as
+        they come (at most every ``SHOW_EVERY`` seconds), and once the kernel is done with it
+        answer as the tab would have, with the kernel's facts (no ``execute_reply``: it went to
+        the page that sent the request; an ``error`` output means the cell failed)."""
+        shown: int | None = None
+        showing = True
+        last = float("-inf")
+        while True:
+            version = heard.version
+            if showing and version != shown:
+                pause = last + SHOW_EVERY - time.monotonic()
+                if pause > 0 and not heard.ended:
+                    await asyncio.sleep(pause)
+                    continue
+                shown, last = version, time.monotonic()
+                showing = await self._show(cell_id, heard)
+                continue
+            if heard.ended:
+                break
+            await heard.changed(version)
+        if heard.fate is not None:
+            code = "kernel_restarted" if heard.fate is KernelFate.RESTARTED else "kernel_dead"
+            raise CallFailed("run_cell", {"code": code, "message": "The kernel went away."})
+        return {
+            "reply_status": "error" if heard.errored else "ok",
+            "outputs": [dict(output) for output in heard.outputs],
+            "execution_count": heard.execution_count,
+            "started_at": heard.started_at,
+        }
+
+    async def _show(self, cell_id: str, heard: HeardCell) -> bool:
+        """Show the reloaded page the cell's outputs as heard; False when it cannot (then the
+        run still follows the cell to its end)."""
+        try:
+            await self._call(
+                "show_outputs",
+                {
+                    "cell_id": cell_id,
+                    "outputs": heard.outputs,
+                    "execution_count": heard.execution_count,
+                    "running": not heard.ended,
+                },
+            )
+        except JupyterCIError as error:
+            log.info("jupyter-ci: the reloaded page does not show cell %s: %s", cell_id, error)
+            return False
+        return True
 
     async def inspect_variables(self) -> list[Variable]:
         """The user's variables, from a silent request the tab sends to the kernel."""
@@ -238,6 +339,18 @@ class LabWorkspace:
         self._interrupts += 1
         await self._interrupt()
 
+    # --- what an outside agent's run also asks of the tab -----------------------------------
+
+    async def run_options(self) -> dict[str, Any]:
+        """The user's run options in the tab (their JupyterLab settings for jupyter-ci)."""
+        reply = await self._call("run_options")
+        options = reply.get("options")
+        return dict(options) if isinstance(options, Mapping) else {}
+
+    async def save(self) -> None:
+        """Save the notebook in the tab (as the user's Save does)."""
+        await self._call("save")
+
     # --- what the run manager tells it -----------------------------------------------------
 
     def settled(self, cell_id: str) -> None:
@@ -261,6 +374,8 @@ class LabWorkspace:
         """
         self._lost = error
         self._lost_fate = fate
+        if self.watch is not None and fate is not None:
+            self.watch.end(fate)  # a cell followed after a reload ends with the kernel
 
     # --- internals --------------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ from ...vocabulary import terminal_states
 from ..paths import notebook_path
 
 ROLES = ("user", "assistant", "notice")
-ORIGINS = ("panel", "magic", "cli")
+ORIGINS = ("panel", "magic", "cli", "mcp")
 
 #: What to do about any problem: said at the end of every ``problem`` sentence.
 REMEDY = "set c.JupyterCI.db_path to a writable file on a local disk"

@@ -137,7 +137,8 @@ const UPDATE_LABEL: Record<ICellUpdatedEvent['cause'], string> = {
   edited: 'Edited by you',
   reproposed: 'Proposed again',
   stopped: 'Stopped before it was complete',
-  restored: 'Your code put back'
+  restored: 'Your code put back',
+  agent: 'Changed by the agent'
 };
 
 /**
@@ -217,7 +218,8 @@ export function applyEvent(
       next.writing = null;
       // Stored before events had a cause: labelled as they were then.
       const cause = event.cause ?? 'fix';
-      if (UPDATE_LABEL[cause]) {
+      // An agent's cell to run (no diff) is no change: no step.
+      if (UPDATE_LABEL[cause] && (cause !== 'agent' || event.diff)) {
         steps.push({
           label:
             cause === 'fix'
