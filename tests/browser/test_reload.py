@@ -393,7 +393,7 @@ def test_the_cells_run_all_held_back_run_after_a_reload(
         lambda: dump(page, path),
     )
     held = cells(page, path)[3]
-    assert (held["source"], held["outputs"]) == ("print('held back ran')", [])
+    assert (held["source"], held["outputs"]) == ("print('held back ran')", []), dump(page, path)
 
     reload_lab(page, path)
     status = wait_for_status(page, path, 1, TERMINAL)
