@@ -15,6 +15,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
@@ -468,6 +469,25 @@ def test_latency_delays_the_whole_reply(srv: ScriptedModelServer, oai: openai.Op
     started = time.monotonic()
     oai.chat.completions.create(model="s", messages=USER)
     assert time.monotonic() - started >= 0.3
+
+
+def test_hold_keeps_replies_until_released(srv: ScriptedModelServer, oai: openai.OpenAI) -> None:
+    """The replies let through go; the next held request is recorded and waits; release lets
+    it (and later ones) go."""
+    srv.set_script(["first", "held", "free"])
+    srv.hold(after=1)
+    assert oai.chat.completions.create(model="s", messages=USER).choices[0].message.content == (
+        "first"
+    )
+    with ThreadPoolExecutor(1) as pool:
+        answer = pool.submit(oai.chat.completions.create, model="s", messages=USER)
+        held = srv.wait_for_requests(2)[1]
+        assert not held.wait_finished(0.3)  # recorded, not answered
+        assert not answer.done()
+        srv.release()
+        assert answer.result(timeout=10).choices[0].message.content == "held"
+    reply = oai.chat.completions.create(model="s", messages=USER)
+    assert reply.choices[0].message.content == "free"
 
 
 # --------------------------------------------------------------------------------------------

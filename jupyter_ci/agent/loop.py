@@ -252,6 +252,7 @@ class AgentRun(Retrying):
         if fixed is None:
             raise BadCodeBlock("The model answered without a fix for the cell.", reply.text)
         self.cells.adopt(cell_id)
+        self._users_code = target.source
         await self.cells.rewrite(cell_id, target.source, fixed, 1, cause="fix")
         if self.settings.mode != "insert":
             await self._run_until_fixed(cell_id, fixed, messages)
@@ -477,6 +478,8 @@ class AgentRun(Retrying):
             self._interrupt_task.cancel()  # no cell runs any more: no further interrupts
         # The last cell's files are part of the record, unless the kernel or the tab is gone.
         await self.files.settle(drop=state is RunState.STOPPED or reason in _KERNEL_OR_TAB_GONE)
+        # A proposal for the user's cell that was never accepted does not stay in it.
+        users_code_back = await self._give_back(reason)
         if self.machine.state is RunState.QUEUED and state is RunState.DONE:
             self._move(RunState.GENERATING)
         outcome = RunOutcome(
@@ -490,6 +493,7 @@ class AgentRun(Retrying):
             time.monotonic() - self._started,
             answer,
             list(self.notices),
+            users_code_back,
             agent=self.agent,
         )
         text = outcome.status_line()

@@ -111,6 +111,8 @@ class RunOutcome:
     seconds: float
     answer: str = ""
     notices: list[str] = field(default_factory=list)
+    #: The user's code was put back into their cell: the model's proposal was not accepted.
+    users_code_back: bool = False
     #: The outside agent whose call the run was (no model calls: no tokens nor cost to tell).
     agent: str | None = None
 
@@ -129,11 +131,13 @@ class RunOutcome:
         }
 
     def status_line(self) -> str:
-        """One line: how it ended, cells, attempts, tokens, cost, time (an outside agent's
-        run: how it ended, cells and time)."""
+        """One line: how it ended (and that the user's code is back in their cell, when it
+        is), cells, attempts, tokens, cost, time (an outside agent's run: how it ended, cells
+        and time)."""
+        back = ", your code is back" if self.users_code_back else ""
         if self.agent is not None:
             numbers = f"{_plural(len(self.cells), 'cell')}, {self.seconds:.1f} s"
-            return f"{prefix(self.agent)}{end_words(self.state, self.reason)} — {numbers}"
+            return f"{prefix(self.agent)}{end_words(self.state, self.reason)}{back} — {numbers}"
         cost = cost_words(self.usage)
         tokens = _plural(self.usage.total_tokens, "token")
         if self.usage.estimated:
@@ -147,7 +151,7 @@ class RunOutcome:
                 f"{self.seconds:.1f} s",
             )
         )
-        return f"{PREFIX}{end_words(self.state, self.reason)} — {numbers}"
+        return f"{PREFIX}{end_words(self.state, self.reason)}{back} — {numbers}"
 
 
 def rejection_text(source: str, comment: str | None = None) -> str:

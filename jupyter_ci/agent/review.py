@@ -1,20 +1,30 @@
 """The user's side of a run: review of a cell before it runs, the model's other proposal after
-a Reject, a cell the user ran themselves, and the install of a missing package.
+a Reject, the user's code given back when the model's proposal for their cell is not accepted, a
+cell the user ran themselves, and the install of a missing package.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
-from ..errors import ConfigError, NotebookUnavailable
+from ..errors import ConfigError, JupyterCIError, NotebookUnavailable
 from ..execution.status import CellStatus, classify
 from .digest import Digest
-from .generate import Generating
+from .generate import UNFINISHED_TIMEOUT, Generating
 from .outcome import rejection_text
 from .prompts import render
 from .run_base import NO_STREAM, _Finish, _Rejected
 from .states import RunState
 from .workspace import Execution
+
+#: The notice when the user's code is put back into their cell (see Reviewing._give_back).
+USERS_CODE_BACK = (
+    "Your code is back in the cell: jupyter-ci's proposal was not accepted "
+    "(Ctrl+Z in the cell brings the proposal back)."
+)
+#: End reasons after which the notebook cannot be reached (the tab went away).
+_TAB_GONE = frozenset({"disconnected", "notebook_unavailable"})
 
 
 class Reviewing(Generating):
@@ -26,12 +36,15 @@ class Reviewing(Generating):
         assert self.approve is not None
         # The cell waits as the try it is about to be (a fix waits as the next attempt).
         self._attempt = attempt
+        if cell_id in self.cells.adopted:
+            self._unaccepted = source  # the model's code in the user's cell, not accepted yet
         self._move(RunState.AWAITING_APPROVAL)
         decision = await self.approve(cell_id, source, "")
         if decision.decision == "reject":
             # The user's word, kept in the conversation so later requests know it too.
             self.emit("message", role="user", text=rejection_text(source, decision.comment))
             raise _Rejected(decision.comment)
+        self._unaccepted = None  # run (as proposed or as the user edited it): theirs to keep
         if decision.source is not None and decision.source != source:
             await self.cells.rewrite(cell_id, source, decision.source, attempt, cause="edited")
             return decision.source, decision.decision == "ran"
@@ -63,7 +76,43 @@ class Reviewing(Generating):
         if code is None:
             raise self._answered(reply, "rejected")
         await self.cells.rewrite(cell_id, rejected, code, attempt, cause="reproposed")
+        if cell_id in self.cells.adopted:
+            self._unaccepted = code
         return code
+
+    async def _give_back(self, reason: str) -> bool:
+        """The run ends while the model's code waits unaccepted in the user's cell (they
+        rejected it, or the run was stopped or failed during the review): put the user's own
+        code back, as a change in the cell's undo history (Ctrl+Z brings the proposal back),
+        and say so; True when it did.
+
+        Not when the tab is gone (nothing can reach the cell), nor when the user changed the
+        cell since (what they typed stays). Best effort, within ``UNFINISHED_TIMEOUT``.
+        """
+        proposed, self._unaccepted = self._unaccepted, None
+        cell_id, users_code = self.request.fix_cell_id, self._users_code
+        if proposed is None or cell_id is None or users_code is None or reason in _TAB_GONE:
+            return False
+        try:
+            now = await asyncio.wait_for(self._source_of(cell_id), UNFINISHED_TIMEOUT)
+            if now != proposed:
+                return False
+            await asyncio.wait_for(
+                self.cells.rewrite(
+                    cell_id, proposed, users_code, self._attempt or 1, cause="restored"
+                ),
+                UNFINISHED_TIMEOUT,
+            )
+        except (JupyterCIError, asyncio.TimeoutError):
+            return False
+        self.notices.append(USERS_CODE_BACK)
+        self.emit("message", role="notice", text=USERS_CODE_BACK)
+        return True
+
+    async def _source_of(self, cell_id: str) -> str | None:
+        """The cell's source in the notebook now (None when it is gone)."""
+        cells = await self.workspace.read_cells()
+        return next((cell.source for cell in cells if cell.id == cell_id), None)
 
     async def _install(self, package: str, failing_cell: str) -> None:
         """Propose ``%pip install package`` in a cell above the failing one, and run it: at once

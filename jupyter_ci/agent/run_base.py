@@ -144,6 +144,10 @@ class RunBase:
         self._reason = ""
         self._noting_figures = False
         self._started = time.monotonic()
+        #: A fix of the user's cell: their code before the run changed it, and the model's code
+        #: in the cell while it waits unaccepted in review (see Reviewing._give_back).
+        self._users_code: str | None = None
+        self._unaccepted: str | None = None
         #: The outside agent (an MCP client) whose call this run is; None: jupyter-ci's loop.
         self.agent: str | None = None
 

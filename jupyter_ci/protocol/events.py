@@ -62,7 +62,7 @@ class CellUpdatedEvent(EventBase):
     source: str
     diff: str
     attempt: int
-    cause: Literal["streamed", "fix", "edited", "reproposed", "stopped", "agent"]
+    cause: Literal["streamed", "fix", "edited", "reproposed", "stopped", "restored", "agent"]
 
 
 class CellDeletedEvent(EventBase):

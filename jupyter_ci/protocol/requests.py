@@ -147,6 +147,7 @@ class RequestAccepted(TypedDict):
     server_version: NotRequired[str]
     client_secret: NotRequired[str]
     note: NotRequired[str]
+    status_line: NotRequired[str]
     preview: NotRequired[Preview]
     expected: NotRequired[bool]
 

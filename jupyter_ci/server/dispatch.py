@@ -182,6 +182,8 @@ class Dispatcher:
                     fields["run_id"] = result.run_id
                 if result.note:
                     fields["note"] = result.note
+                if result.status_line:
+                    fields["status_line"] = result.status_line
                 self._accept(connection, message, **fields)
             elif kind == "stop_run":
                 await self.manager.stop(client_id, str(message["run_id"]))

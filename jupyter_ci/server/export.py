@@ -28,6 +28,7 @@ AUTHORS = {
     "edited": "You edited the cell",
     "reproposed": "jupyter-ci proposed another version",
     "stopped": "The run was stopped while jupyter-ci wrote this cell; it was commented out",
+    "restored": "Your code was put back: jupyter-ci's proposal was not accepted",
 }
 
 

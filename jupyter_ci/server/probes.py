@@ -92,11 +92,13 @@ class Rerun:
     """What a re-run ``%%ci`` does: ask the model again or not, what it tells the user first,
     and which cells of its earlier answer the new one replaces (by id, with the hash the record
     holds for each: the run deletes one only if its source still has it, when its first new
-    cell comes)."""
+    cell comes). When the model is not asked, ``status_line`` is the last run's, which still
+    stands (the cell shows it again, with ``note``)."""
 
     generate: bool
     note: str = ""
     replaces: dict[str, str] = field(default_factory=dict)
+    status_line: str = ""
 
 
 async def previous_cells(
@@ -134,16 +136,9 @@ async def previous_cells(
     if not present:
         return Rerun(True)
     if not regenerate and not failed:
-        lead = (
-            "This %%ci's request was stopped; the {} it generated"
-            if record.state == "stopped"
-            else "The {} this %%ci generated"
-        ).format(_cells(len(present)))
-        return Rerun(
-            False,
-            f"{lead} {_are(len(present))} still below it: not asking the model again. "
-            "Use %%ci --regenerate to replace them (cells you edited are kept).",
-        )
+        # Done or stopped alike; the last run's status line says which, the note only why the
+        # model is not asked.
+        return Rerun(False, _not_asked(len(present)), status_line=record.status_line)
     replaces = {
         c.cell_id: c.source_hash
         for c in present
@@ -165,6 +160,13 @@ async def previous_cells(
     else:
         note = f"Asking again (--regenerate): {plan}"
     return Rerun(True, note, replaces)
+
+
+def _not_asked(count: int) -> str:
+    """The one line a re-run ``%%ci`` whose cells are below it says (under its last status)."""
+    if count == 1:
+        return "Not asked again: its cell is below (--regenerate to replace it)"
+    return f"Not asked again: its {count} cells are below (--regenerate to replace them)"
 
 
 def _cells(count: int) -> str:

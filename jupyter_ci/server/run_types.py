@@ -88,6 +88,8 @@ class StartResult:
     run_id: str | None
     position: int = 0
     note: str = ""
+    #: Without a run: the status line of the ``%%ci``'s last run, which still stands.
+    status_line: str = ""
 
 
 #: Makes the model of a run from its settings (the server's key goes in here, never out).

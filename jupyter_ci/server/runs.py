@@ -299,7 +299,7 @@ class RunManager:
                 self.probes, self.recorder, client_id, notebook_path, anchor, regenerate
             )
             if not rerun.generate:
-                return StartResult(None, note=rerun.note)
+                return StartResult(None, note=rerun.note, status_line=rerun.status_line)
             note, replaces = rerun.note, rerun.replaces
         run = await self._create(client_id, request, settings, model, origin, replaces)
         lane.append(run)

@@ -201,6 +201,7 @@ class ScriptedHandler(BaseHTTPRequestHandler):
             record.index, model if isinstance(model, str) else "scripted", messages, reply
         )
         self._pause(reply.latency)
+        self._wait_released()
         fault = reply.fault
         if fault is None:
             record.outcome = "tool_calls" if reply.tool_calls else "text"
@@ -447,6 +448,16 @@ class ScriptedHandler(BaseHTTPRequestHandler):
             if left <= 0:
                 return
             self.server.stopping.wait(min(left, _POLL))
+
+    def _wait_released(self) -> None:
+        """Wait while replies are held (see ``ScriptedModelServer.hold``), watching for a
+        client hang-up and for the server stopping."""
+        while not self.server.admit():
+            if self.server.stopping.is_set():
+                raise ServerStopping
+            if self._client_hung_up():
+                raise ClientGone
+            self.server.released.wait(_POLL)
 
     def _client_hung_up(self) -> bool:
         try:

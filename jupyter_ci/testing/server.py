@@ -50,6 +50,12 @@ class ScriptedHTTPServer(ThreadingHTTPServer):
         self.log = log
         self.verbose = verbose
         self.stopping = threading.Event()
+        #: Cleared while replies are held (see ScriptedModelServer.hold), with how many may
+        #: still go before the hold applies.
+        self.released = threading.Event()
+        self.released.set()
+        self._passes = 0
+        self._gate = threading.Lock()
         self._connections: dict[socket.socket, threading.Thread] = {}
         self._connections_lock = threading.Lock()
         super().__init__(address, ScriptedHandler)
@@ -70,6 +76,27 @@ class ScriptedHTTPServer(ThreadingHTTPServer):
         """Forget a connection that has been closed."""
         with self._connections_lock:
             self._connections.pop(connection, None)
+
+    def hold(self, after: int) -> None:
+        """Hold replies, after letting ``after`` more go (see ScriptedModelServer.hold)."""
+        with self._gate:
+            self._passes = after
+            self.released.clear()
+
+    def release(self) -> None:
+        """Let held replies, and later ones, go."""
+        with self._gate:
+            self.released.set()
+
+    def admit(self) -> bool:
+        """Whether a reply may go now: nothing is held, or it is one of those let through."""
+        with self._gate:
+            if self.released.is_set():
+                return True
+            if self._passes > 0:
+                self._passes -= 1
+                return True
+            return False
 
     def close_connections(self) -> list[threading.Thread]:
         """Shut down every open connection; return the threads that were serving them."""
@@ -199,6 +226,26 @@ class ScriptedModelServer:
     def add(self, *replies: Reply | str) -> Script:
         """Append replies to the current script."""
         return self._script.add(*replies)
+
+    # -- holding replies ----------------------------------------------------------------------
+
+    def hold(self, after: int = 0) -> None:
+        """Hold the replies, after the next ``after`` ones: a chat request answered from then
+        on is recorded, then waits (after its ``latency``, before sending anything) until
+        :meth:`release`, or until a new ``hold(after=n)`` lets ``n`` more go (held ones
+        first come, first served as they poll). A reply already being sent goes on. For a
+        test that must act while the model is "thinking", whatever the machine's load: it
+        waits for the request (:meth:`wait_for_requests`), acts, then releases."""
+        self._server().hold(after)
+
+    def release(self) -> None:
+        """Let held replies (and later ones) go."""
+        self._server().release()
+
+    def _server(self) -> ScriptedHTTPServer:
+        if self._httpd is None:
+            raise RuntimeError("scripted server not started")
+        return self._httpd
 
     # -- recorded requests --------------------------------------------------------------------
 

@@ -461,12 +461,10 @@ export class NotebookBridge extends Lifecycle {
         } else if (event.cause === 'agent') {
           // An outside agent's edit (a diff), or the code it asks to run (none).
           const agent = this._runs.get(event.run_id)?.agent ?? 'an agent';
-          this._decorations.update(
-            event.cell_id,
-            event.diff
-              ? { diff: event.diff, streaming: false, changedBy: agent }
-              : { streaming: false }
-          );
+          this._decorations.update(event.cell_id, { streaming: false });
+          if (event.diff && this._decorations.changed(event, agent)) {
+            this._fixed(event.run_id, event.cell_id); // Restore, once it is over
+          }
         } else {
           this._decorations.update(event.cell_id, {
             ...Private.shownChange(event),
@@ -640,7 +638,8 @@ namespace Private {
    * What a cell's decoration shows of a change of its code: the model's
    * proposal (a fix, or its other proposal after a Reject) as the diff of the
    * attempt it is for; the user's edit in review apart from it (the model's
-   * stays shown); nothing for code that streamed in.
+   * stays shown); none once the user's code is put back; nothing for code
+   * that streamed in.
    */
   export function shownChange(event: ICellUpdatedEvent): ICellDecoration {
     switch (event.cause) {
@@ -653,6 +652,9 @@ namespace Private {
         };
       case 'edited':
         return { editDiff: event.diff };
+      case 'restored':
+        // The user's code is back (the proposal was not accepted): no diff.
+        return { diff: '', editDiff: '', restored: true };
       default:
         return {};
     }

@@ -1,64 +1,12 @@
 import { Cell, ICellModel } from '@jupyterlab/cells';
 import { Notebook, NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
-import { PanelLayout, Widget } from '@lumino/widgets';
 
+import { decorate, ICellDecoration } from './cellBadge';
 import { CELL_METADATA_KEY as METADATA_KEY } from './protocol';
 import { NotebookIndex } from './notebooks';
 import { SourceStreamer } from './streaming';
 
-/**
- * What jupyter-ci shows on one generated cell.
- */
-export interface ICellDecoration {
-  /**
-   * The try of the cell now (1 = the first), and the run's limit.
-   */
-  attempt?: number;
-  maxAttempts?: number;
-  /**
-   * Whether code is streaming into the cell (it is read-only meanwhile).
-   */
-  streaming?: boolean;
-  /**
-   * The latest code the model proposed for the cell (a fix, or its other
-   * proposal after a Reject) as a unified diff (before → after), and the
-   * attempt it is for.
-   */
-  diff?: string;
-  diffAttempt?: number;
-  /**
-   * The user's own change to that proposal in review (Edit, then Run), as a
-   * unified diff from the model's code: shown apart from the model's.
-   */
-  editDiff?: string;
-  /**
-   * The cell is the user's, fixed by jupyter-ci ("Fix with jupyter-ci"), not
-   * generated: badged so, and its code can be restored.
-   */
-  fixed?: boolean;
-  /**
-   * Restore can put the user's code back (this tab changed it, and the run
-   * is over); `restored` while the cell holds the user's code again (Restore,
-   * or Ctrl+Z in its editor).
-   */
-  restorable?: boolean;
-  restored?: boolean;
-  /**
-   * The run was stopped while the model wrote this cell: its code is
-   * commented out and it never ran (until the user runs it).
-   */
-  stopped?: boolean;
-  /**
-   * The outside agent (an MCP client's name) that added the cell: the badge
-   * says "added by …".
-   */
-  agent?: string;
-  /**
-   * The outside agent that changed the cell (its latest diff is that
-   * agent's): "changed by …" on a cell it did not add.
-   */
-  changedBy?: string;
-}
+export type { ICellDecoration } from './cellBadge';
 
 /**
  * The marks jupyter-ci puts on generated cells, in every view of a notebook:
@@ -74,6 +22,9 @@ export interface ICellDecoration {
  * "fixed by jupyter-ci", its fix shows as a diff, and once the run is over a
  * Restore button (labelled, in the tab order) puts back the code it had
  * before the fix (`rememberOriginal`), as one Ctrl+Z in its editor does.
+ * That code is kept in the cell's hint too (`jupyter_ci.fixed`, while the
+ * cell holds other code), so the badge and Restore come back after a reload,
+ * when the editor's undo history is gone.
  */
 export class CellDecorations {
   constructor(index: NotebookIndex) {
@@ -115,7 +66,10 @@ export class CellDecorations {
     }
     for (const widget of panel.content.widgets) {
       const hint: unknown = widget.model.getMetadata(METADATA_KEY);
-      if (CellDecorations.isGenerated(hint)) {
+      const fixed = CellDecorations.fixedOf(hint);
+      if (fixed) {
+        this._scanFixed(widget, fixed);
+      } else if (CellDecorations.isGenerated(hint)) {
         const saved: ICellDecoration = {};
         if (typeof hint['attempt'] === 'number') {
           saved.attempt = hint['attempt'];
@@ -130,7 +84,7 @@ export class CellDecorations {
           saved.stopped = true;
         }
         const state = this._states.get(widget.model.id) ?? {};
-        Private.decorate(widget, { ...saved, ...state }, () =>
+        decorate(widget, { ...saved, ...state }, () =>
           this.restore(widget.model.id)
         );
       }
@@ -167,14 +121,86 @@ export class CellDecorations {
 
   /**
    * Remember the user's code of a cell a run of this tab is about to fix
-   * (the first time only: Restore puts back what the user wrote).
+   * (the first time only: Restore puts back what the user wrote), here and
+   * in the cell's hint.
    */
   rememberOriginal(cellId: string, runId: string, model: ICellModel): void {
     if (this._originals.get(cellId)?.runId === runId) {
       return;
     }
-    const source = model.sharedModel.getSource();
-    this._originals.set(cellId, { runId, source });
+    this._keepOriginal(model, {
+      run_id: runId,
+      original: model.sharedModel.getSource()
+    });
+    this._writeFixedHint(model, true);
+  }
+
+  /**
+   * An outside agent (an MCP client's edit_cell) changed a cell: its diff,
+   * badged "changed by …". On a cell of the user's (not one an agent or
+   * jupyter-ci added) the hint names the agent too, next to the user's code
+   * (`rememberOriginal`), so a reload badges it the same, with Restore;
+   * returns whether the cell is the user's.
+   */
+  changed(event: { cell_id: string; diff: string }, agent: string): boolean {
+    this.update(event.cell_id, { diff: event.diff, changedBy: agent });
+    const found = this._index.findCellAnywhere(event.cell_id);
+    const hint: unknown = found?.model.getMetadata(METADATA_KEY);
+    if (!found || CellDecorations.isGenerated(hint)) {
+      return false;
+    }
+    const original = this._originals.get(event.cell_id);
+    if (original && original.agent !== agent) {
+      original.agent = agent;
+      if (CellDecorations.fixedOf(hint)) {
+        this._writeFixedHint(found.model, true);
+      }
+    }
+    return true;
+  }
+
+  /**
+   * A user's cell jupyter-ci fixed (or an outside agent changed), as its
+   * hint says (this page was loaded after the change): badged so, with
+   * Restore, unless it holds the user's code.
+   */
+  private _scanFixed(widget: Cell, fixed: CellDecorations.IFixed): void {
+    const model = widget.model;
+    if (!this._originals.has(model.id)) {
+      if (model.sharedModel.getSource() === fixed.original) {
+        return; // the user's code: nothing to restore
+      }
+      this._keepOriginal(model, fixed);
+      const hint = model.getMetadata(METADATA_KEY) as Record<string, unknown>;
+      this._states.set(model.id, {
+        fixed: true,
+        restorable: true,
+        restored: false,
+        ...(fixed.agent !== undefined && { changedBy: fixed.agent }),
+        ...(typeof hint['attempt'] === 'number'
+          ? { attempt: hint['attempt'] }
+          : {}),
+        ...(typeof hint['max_attempts'] === 'number'
+          ? { maxAttempts: hint['max_attempts'] }
+          : {}),
+        ...(this._states.get(model.id) ?? {})
+      });
+    }
+    decorate(widget, this._states.get(model.id) ?? {}, () =>
+      this.restore(model.id)
+    );
+  }
+
+  private _keepOriginal(
+    model: ICellModel,
+    fixed: CellDecorations.IFixed
+  ): void {
+    const cellId = model.id;
+    this._originals.set(cellId, {
+      runId: fixed.run_id,
+      source: fixed.original,
+      ...(fixed.agent !== undefined && { agent: fixed.agent })
+    });
     if (!this._following.has(cellId)) {
       // Ctrl+Z, Ctrl+Shift+Z and Restore all change the source: the badge,
       // the diff and Restore follow whether it is the user's code again.
@@ -214,11 +240,55 @@ export class CellDecorations {
     const restored = model.sharedModel.getSource() === original.source;
     if ((this._states.get(cellId)?.restored ?? false) !== restored) {
       this.update(cellId, { restored });
+      this._writeFixedHint(model, !restored);
     }
   }
 
   /**
-   * Change a generated cell's hint, outside the undo history.
+   * Keep the user's code of a fixed cell in its hint while the cell holds
+   * other code (`present`), with the attempt the badge shows; drop it once
+   * the cell holds the user's code again. Outside the undo history.
+   */
+  private _writeFixedHint(model: ICellModel, present: boolean): void {
+    const original = this._originals.get(model.id);
+    const hint = model.getMetadata(METADATA_KEY) as unknown;
+    const rest: Record<string, unknown> =
+      typeof hint === 'object' && hint !== null && !Array.isArray(hint)
+        ? { ...(hint as Record<string, unknown>) }
+        : {};
+    if (CellDecorations.isGenerated(rest)) {
+      return; // a generated cell has the run's hint
+    }
+    delete rest['fixed'];
+    delete rest['attempt'];
+    delete rest['max_attempts'];
+    const state = this._states.get(model.id);
+    const next: Record<string, unknown> =
+      present && original
+        ? {
+            ...rest,
+            fixed: {
+              run_id: original.runId,
+              original: original.source,
+              ...(original.agent !== undefined && { agent: original.agent })
+            },
+            ...(state?.attempt !== undefined && { attempt: state.attempt }),
+            ...(state?.maxAttempts !== undefined && {
+              max_attempts: state.maxAttempts
+            })
+          }
+        : rest;
+    model.sharedModel.transact(() => {
+      if (Object.keys(next).length) {
+        model.setMetadata(METADATA_KEY, next);
+      } else {
+        model.deleteMetadata(METADATA_KEY);
+      }
+    }, false);
+  }
+
+  /**
+   * Change a generated (or fixed) cell's hint, outside the undo history.
    */
   private _record(
     cellId: string,
@@ -229,12 +299,15 @@ export class CellDecorations {
       return;
     }
     const hint = found.model.getMetadata(METADATA_KEY) as unknown;
-    if (!CellDecorations.isGenerated(hint)) {
+    if (!CellDecorations.isGenerated(hint) && !CellDecorations.fixedOf(hint)) {
       return;
     }
     const shared = found.model.sharedModel;
     shared.transact(() => {
-      found.model.setMetadata(METADATA_KEY, change(hint));
+      found.model.setMetadata(
+        METADATA_KEY,
+        change(hint as Record<string, unknown>)
+      );
     }, false);
   }
 
@@ -265,23 +338,24 @@ export class CellDecorations {
       stopped: false
     };
     this._states.set(model.id, state);
-    Private.decorate(args.cell, state, () => this.restore(model.id));
+    decorate(args.cell, state, () => this.restore(model.id));
   };
 
   private _apply(path: string, cellId: string, state: ICellDecoration): void {
     for (const widget of this._index.cellWidgets(path, cellId)) {
-      Private.decorate(widget, state, () => this.restore(cellId));
+      decorate(widget, state, () => this.restore(cellId));
     }
   }
 
   private readonly _index: NotebookIndex;
   private readonly _states = new Map<string, ICellDecoration>();
   /**
-   * The user's code of the cells this tab's runs fixed, before the fix.
+   * The user's code of the cells this tab's runs fixed (or an outside agent
+   * changed), before the change.
    */
   private readonly _originals = new Map<
     string,
-    { runId: string; source: string }
+    { runId: string; source: string; agent?: string }
   >();
   /**
    * The fixed cells whose source changes are followed.
@@ -306,128 +380,42 @@ export namespace CellDecorations {
       typeof (hint as Record<string, unknown>)['run_id'] === 'string'
     );
   }
-}
 
-/**
- * The decoration of one cell view: the badge line, the diff of the model's
- * latest proposal, the user's own edit of it, and Restore on a user's cell.
- */
-class DecorationWidget extends Widget {
-  constructor(onRestore: () => void) {
-    super();
-    this.addClass('jp-jupyter-ci-CellDecoration');
-    const line = document.createElement('div');
-    line.className = 'jp-jupyter-ci-CellBadge';
-    line.dataset.testid = 'jupyter-ci-badge';
-    this._label = document.createElement('span');
-    this._label.className = 'jp-jupyter-ci-CellBadge-label';
-    this._label.textContent = 'generated by jupyter-ci';
-    this._attempt = document.createElement('span');
-    this._attempt.className = 'jp-jupyter-ci-CellBadge-attempt';
-    this._stopped = document.createElement('span');
-    this._stopped.className = 'jp-jupyter-ci-CellBadge-stopped';
-    this._stopped.textContent = 'stopped before running';
-    this._stopped.title =
-      'The run was stopped while jupyter-ci wrote this cell: its code is commented out and it has not run.';
-    this._stopped.hidden = true;
-    this._restore = document.createElement('button');
-    this._restore.type = 'button';
-    this._restore.className =
-      'jp-Button jp-mod-small jp-jupyter-ci-button jp-jupyter-ci-CellBadge-restore';
-    this._restore.textContent = 'Restore your code';
-    this._restore.setAttribute(
-      'aria-label',
-      'Restore your code: put back the code you wrote before jupyter-ci fixed it'
-    );
-    this._restore.title =
-      'Put back the code you wrote before jupyter-ci fixed it (Ctrl+Z in the cell does the same; Ctrl+Z after Restore brings the fix back)';
-    this._restore.dataset.testid = 'jupyter-ci-restore';
-    this._restore.hidden = true;
-    this._restore.addEventListener('click', onRestore);
-    line.append(this._label, this._stopped, this._attempt, this._restore);
-    this._diff = document.createElement('details');
-    this._diff.className = 'jp-jupyter-ci-CellDiff';
-    this._diff.dataset.testid = 'jupyter-ci-diff';
-    this._diff.open = true;
-    this._diff.hidden = true;
-    this._editDiff = document.createElement('details');
-    this._editDiff.className = 'jp-jupyter-ci-CellDiff';
-    this._editDiff.dataset.testid = 'jupyter-ci-edit-diff';
-    this._editDiff.open = true;
-    this._editDiff.hidden = true;
-    this.node.append(line, this._diff, this._editDiff);
+  /**
+   * The user's code of a cell jupyter-ci fixed, and the run that fixed it
+   * (with the outside agent whose edit it was, if one's), as the cell's
+   * `metadata.jupyter_ci.fixed` hint keeps them.
+   */
+  export interface IFixed {
+    run_id: string;
+    original: string;
+    agent?: string;
   }
 
-  render(state: ICellDecoration): void {
-    this._attempt.textContent = state.restored
-      ? ''
-      : Private.attemptWords(state.attempt, state.maxAttempts);
-    this._label.textContent = state.streaming
-      ? 'jupyter-ci is writing…'
-      : state.restored
-        ? 'your code, restored'
-        : state.agent
-          ? `added by ${state.agent}`
-          : state.changedBy
-            ? `changed by ${state.changedBy}`
-            : state.fixed
-              ? 'fixed by jupyter-ci'
-              : 'generated by jupyter-ci';
-    this._stopped.hidden = !state.stopped;
-    this._restore.hidden = !state.restorable || !!state.restored;
-    const diff = state.restored ? '' : (state.diff ?? '');
-    if (diff && diff !== this._shownDiff) {
-      this._shownDiff = diff;
-      Private.renderDiff(
-        this._diff,
-        diff,
-        state.changedBy
-          ? `${state.changedBy} changed this cell: before → after`
-          : Private.diffTitle(state.fixed ?? false, state.diffAttempt)
-      );
+  /**
+   * The `fixed` part of a `metadata.jupyter_ci` value (null when none).
+   */
+  export function fixedOf(hint: unknown): IFixed | null {
+    if (typeof hint !== 'object' || hint === null) {
+      return null;
     }
-    this._diff.hidden = !diff;
-    const edit = state.restored ? '' : (state.editDiff ?? '');
-    if (edit && edit !== this._shownEdit) {
-      this._shownEdit = edit;
-      Private.renderDiff(
-        this._editDiff,
-        edit,
-        'your edit of jupyter-ci’s code: before → after'
-      );
+    const fixed = (hint as Record<string, unknown>)['fixed'];
+    if (typeof fixed !== 'object' || fixed === null) {
+      return null;
     }
-    this._editDiff.hidden = !edit;
+    const { run_id: runId, original, agent } = fixed as Record<string, unknown>;
+    if (typeof runId !== 'string' || typeof original !== 'string') {
+      return null;
+    }
+    return {
+      run_id: runId,
+      original,
+      ...(typeof agent === 'string' && { agent })
+    };
   }
-
-  private readonly _label: HTMLSpanElement;
-  private readonly _attempt: HTMLSpanElement;
-  private readonly _stopped: HTMLSpanElement;
-  private readonly _restore: HTMLButtonElement;
-  private readonly _diff: HTMLDetailsElement;
-  private readonly _editDiff: HTMLDetailsElement;
-  private _shownDiff = '';
-  private _shownEdit = '';
 }
 
 namespace Private {
-  /**
-   * The badge's words for a cell's try: "attempt 2/3" once it was fixed
-   * (with the run's limit where known), nothing for a first try (the
-   * run's status line says it while it runs), the same before and after a
-   * reload.
-   */
-  export function attemptWords(
-    attempt: number | undefined,
-    maxAttempts: number | undefined
-  ): string {
-    if (attempt === undefined || attempt <= 1) {
-      return '';
-    }
-    return `attempt ${attempt}${maxAttempts ? `/${maxAttempts}` : ''}`;
-  }
-
-  const widgets = new WeakMap<Cell, DecorationWidget>();
-
   export function same(a: ICellDecoration, b: ICellDecoration): boolean {
     return (
       a.attempt === b.attempt &&
@@ -443,91 +431,5 @@ namespace Private {
       a.agent === b.agent &&
       a.changedBy === b.changedBy
     );
-  }
-
-  /**
-   * Put (or refresh) the decoration on a cell view, below its input.
-   */
-  export function decorate(
-    cell: Cell,
-    state: ICellDecoration,
-    onRestore: () => void = () => undefined
-  ): void {
-    if (cell.isDisposed) {
-      return;
-    }
-    cell.addClass(
-      state.fixed ? 'jp-jupyter-ci-fixed' : 'jp-jupyter-ci-generated'
-    );
-    cell.toggleClass('jp-jupyter-ci-streaming', !!state.streaming);
-    if (state.streaming !== undefined) {
-      cell.readOnly = state.streaming;
-    }
-    let widget = widgets.get(cell);
-    if (!widget || widget.isDisposed) {
-      const created = new DecorationWidget(onRestore);
-      widget = created;
-      widgets.set(cell, created);
-      // A cell builds its layout when first shown: place ours after that.
-      void cell.ready.then(() => {
-        if (cell.isDisposed || created.isDisposed || created.parent) {
-          return;
-        }
-        const layout = cell.layout as PanelLayout;
-        const input = layout.widgets.findIndex(w =>
-          w.hasClass('jp-Cell-inputWrapper')
-        );
-        layout.insertWidget(
-          input >= 0 ? input + 1 : layout.widgets.length,
-          created
-        );
-      });
-    }
-    widget.render(state);
-  }
-
-  /**
-   * What a diff of the model's code says it is.
-   */
-  export function diffTitle(
-    fixed: boolean,
-    attempt: number | undefined
-  ): string {
-    if (fixed) {
-      return attempt !== undefined
-        ? `jupyter-ci fixed your code for attempt ${attempt}: before → after`
-        : 'jupyter-ci fixed your code: before → after';
-    }
-    return attempt !== undefined && attempt > 1
-      ? `jupyter-ci fixed this cell for attempt ${attempt}: before → after`
-      : 'jupyter-ci changed this cell: before → after';
-  }
-
-  export function renderDiff(
-    node: HTMLDetailsElement,
-    diff: string,
-    title: string
-  ): void {
-    node.replaceChildren();
-    const summary = document.createElement('summary');
-    summary.textContent = title;
-    const body = document.createElement('pre');
-    body.className = 'jp-jupyter-ci-CellDiff-body';
-    for (const text of diff.split('\n')) {
-      if (text.startsWith('---') || text.startsWith('+++')) {
-        continue;
-      }
-      const line = document.createElement('div');
-      line.textContent = text;
-      line.className = text.startsWith('+')
-        ? 'jp-jupyter-ci-diff-added'
-        : text.startsWith('-')
-          ? 'jp-jupyter-ci-diff-removed'
-          : text.startsWith('@@')
-            ? 'jp-jupyter-ci-diff-hunk'
-            : 'jp-jupyter-ci-diff-context';
-      body.append(line);
-    }
-    node.append(summary, body);
   }
 }

@@ -105,18 +105,29 @@ export class Continuation {
   }
 
   /**
-   * The request is done: run the held-back cells, in order.
+   * The request is done: run the held-back cells, in order. `quiet` (the
+   * server answered without a run: Run All over a `%%ci` whose cells are
+   * there) says only what went wrong: running the rest is what Run All does.
    */
-  async continue(claim: IClaim, runId: string | null = null): Promise<void> {
+  async continue(
+    claim: IClaim,
+    runId: string | null = null,
+    quiet = false
+  ): Promise<void> {
     const cells = await this._heldBack(claim, runId);
     if (!cells.length) {
       return;
     }
     const total = count(cells.length);
-    this._statusOutputs.amend(claim.cellId, {
-      continuation: `running the ${total} after this one that waited for it…`
-    });
+    if (!quiet) {
+      this._statusOutputs.amend(claim.cellId, {
+        continuation: `running the ${total} after this one that waited for it…`
+      });
+    }
     const outcome = await this._runCells(claim.path, cells);
+    if (quiet && (outcome === 'ran' || outcome === 'handed_on')) {
+      return;
+    }
     const said: Record<string, string> = {
       ran: `ran the ${total} after this one that waited for it.`,
       failed: `ran the cells after this one until one failed (of ${total}).`,

@@ -357,8 +357,12 @@ export class HandoffController extends Lifecycle {
     }
     const note = reply.note ?? null;
     if (!reply.run_id) {
-      this._statusOutputs.write(cellId, makeStatus({ state: 'reused', note }));
-      await this._continuation.continue(claim);
+      // The last run's status line still stands; the note says why no run.
+      this._statusOutputs.write(
+        cellId,
+        makeStatus({ state: 'reused', note, text: reply.status_line ?? '' })
+      );
+      await this._continuation.continue(claim, null, true);
       return null;
     }
     this._runs.track(reply.run_id, path, cellId);

@@ -135,9 +135,12 @@ export type ResumeMetadataKey = 'jupyter_ci_resume';
 export type RunMetadataKey = 'jupyter_ci_run';
 
 /**
- * jupyter-ci's key in cell metadata: the stamp of a %%ci cell ({client}) or the
+ * jupyter-ci's key in cell metadata: the stamp of a %%ci cell ({client}), the
  * hint on a generated cell ({run_id, ...}; agent: the outside agent that added
- * it, an MCP client's name).
+ * it, an MCP client's name), or on a cell of the user's that jupyter-ci fixed
+ * or an outside agent changed, while it holds other code than theirs ({fixed:
+ * {run_id, original, agent?}, attempt, max_attempts}: Restore puts original
+ * back, after a reload too; agent: the MCP client that changed it).
  */
 export type CellMetadataKey = 'jupyter_ci';
 
@@ -327,10 +330,20 @@ export interface ICellUpdatedEvent extends IEventBase {
    * user's cell; edited: the user's edit in review; reproposed: the model's
    * other proposal after a Reject. stopped: the run was stopped while the model
    * wrote this cell; its code is commented out, so it never runs unedited (Run
-   * All included). agent: an outside agent's (MCP) code for the cell: its edit
+   * All included). restored: the user's own code put back into their cell (a
+   * fix of it), as an undoable change, because the run ended while the model's
+   * proposal waited unaccepted (rejected, or the run stopped or failed during
+   * the review). agent: an outside agent's (MCP) code for the cell: its edit
    * (diff from the code before), or the code it asks to run (diff empty).
    */
-  cause: 'streamed' | 'fix' | 'edited' | 'reproposed' | 'stopped' | 'agent';
+  cause:
+    | 'streamed'
+    | 'fix'
+    | 'edited'
+    | 'reproposed'
+    | 'stopped'
+    | 'restored'
+    | 'agent';
 }
 
 /**
@@ -999,6 +1012,12 @@ export interface IRequestAccepted {
    * A sentence for the user (e.g. why no model was called).
    */
   note?: string;
+  /**
+   * start_run answered without a run (a %%ci whose cells are still below it):
+   * the status line of that %%ci's last run, which still stands; the cell shows
+   * it, with the note under it.
+   */
+  status_line?: string;
   preview?: IPreview;
   /**
    * expect_handoff: whether the kernel can now recognise the cell if a
@@ -1345,9 +1364,12 @@ export const RESUME_METADATA_KEY: ResumeMetadataKey = 'jupyter_ci_resume';
 export const RUN_METADATA_KEY: RunMetadataKey = 'jupyter_ci_run';
 
 /**
- * jupyter-ci's key in cell metadata: the stamp of a %%ci cell ({client}) or the
+ * jupyter-ci's key in cell metadata: the stamp of a %%ci cell ({client}), the
  * hint on a generated cell ({run_id, ...}; agent: the outside agent that added
- * it, an MCP client's name).
+ * it, an MCP client's name), or on a cell of the user's that jupyter-ci fixed
+ * or an outside agent changed, while it holds other code than theirs ({fixed:
+ * {run_id, original, agent?}, attempt, max_attempts}: Restore puts original
+ * back, after a reload too; agent: the MCP client that changed it).
  */
 export const CELL_METADATA_KEY: CellMetadataKey = 'jupyter_ci';
 

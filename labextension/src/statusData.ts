@@ -16,7 +16,8 @@ import type { IRunView } from './runs';
  * Where a `%%ci` request is, as its status output says: a run state, or
  * `starting` (claimed, not accepted yet), `refused` (the server said no),
  * `reused` (the server answered without a run: the generated cells are
- * there), `unavailable` (the handoff could not be claimed).
+ * there; the line is the last run's, the note says why), `unavailable`
+ * (the handoff could not be claimed).
  */
 export type StatusState =
   RunState | 'starting' | 'refused' | 'reused' | 'unavailable';
@@ -145,7 +146,8 @@ export function statusLine(data: IStatusData): string {
     case 'unavailable':
       return `jupyter-ci: not started — ${data.error?.message ?? data.reason}`;
     case 'reused':
-      return `jupyter-ci: ${data.note ?? 'the generated cells are already here.'}`;
+      // The last run's line, which still stands (the note says the rest).
+      return data.text || 'jupyter-ci: the generated cells are already here.';
     case 'queued':
       return (
         data.text || 'jupyter-ci: queued behind another request in this kernel'
@@ -171,7 +173,7 @@ export function statusPlainText(data: IStatusData): string {
   if (data.error?.hint) {
     lines.push(data.error.hint);
   }
-  if (data.note && data.state !== 'reused') {
+  if (noteShown(data)) {
     lines.push(data.note);
   }
   if (data.continuation) {
@@ -182,6 +184,16 @@ export function statusPlainText(data: IStatusData): string {
     lines.push(files);
   }
   return lines.join('\n');
+}
+
+/**
+ * Whether the status shows its note under the line (not when the line says
+ * it already: a status saved by an earlier version).
+ */
+export function noteShown(
+  data: IStatusData
+): data is IStatusData & { note: string } {
+  return !!data.note && !data.text.includes(data.note);
 }
 
 /**

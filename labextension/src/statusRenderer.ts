@@ -9,6 +9,7 @@ import { IRunView, RunTracker } from './runs';
 import {
   IStatusData,
   isTerminal,
+  noteShown,
   readStatus,
   statusFromRun
 } from './statusData';
@@ -218,7 +219,7 @@ namespace Private {
     if (data.error?.hint) {
       lines.push(line(data.error.hint, 'hint'));
     }
-    if (data.note && data.state !== 'reused') {
+    if (noteShown(data)) {
       lines.push(line(data.note, 'note'));
     }
     if (data.continuation) {

@@ -400,6 +400,13 @@ export const VALID: ISample[] = [
     run_id: 'r1',
     position: 0
   }),
+  // start_run answered without a run: the last run's line, and why.
+  valid('RequestAccepted', {
+    reply_to: 'q2',
+    ok: true,
+    note: 'Not asked again: its cell is below (--regenerate to replace it)',
+    status_line: 'jupyter-ci: done — 1 cell, 1 attempt, 1,204 tokens, 3.1 s'
+  }),
   valid('RequestRefused', {
     reply_to: 'q1',
     ok: false,

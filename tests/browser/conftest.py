@@ -145,6 +145,7 @@ def model(scripted_server: ScriptedModelServer) -> ScriptedModelServer:
     """The scripted model with an empty script and no recorded requests (each test sets its
     own)."""
     scripted_server.reset([])
+    scripted_server.release()  # nothing held from a test before
     return scripted_server
 
 

@@ -190,14 +190,14 @@ def search_palette(page: Any, text: str, attempts: int = 3) -> Any:
     """Open the command palette by keyboard and type ``text`` in it; its input's locator.
 
     The palette closes when it loses the focus: a focus change JupyterLab makes late (a
-    notebook settling after it opened) can close it before the text is in. It is opened again
-    then, at most ``attempts`` times.
+    notebook settling after it opened) can close it before the text is in, or before it is
+    seen open at all. It is opened again then, at most ``attempts`` times.
     """
     palette = page.locator("#command-palette input.lm-CommandPalette-input")
     for attempt in range(attempts):
         page.keyboard.press("Control+Shift+c")
-        palette.wait_for(state="visible")
         try:
+            palette.wait_for(state="visible", timeout=10_000)
             palette.fill(text, timeout=10_000)
         except Exception:
             if attempt == attempts - 1:

@@ -273,31 +273,19 @@ IN_VIEW = """([path, cellId, ciId]) => {
 }"""
 
 
-def test_the_cell_being_fixed_and_its_status_stay_in_view(
-    model_context: Any, model_lab: Lab, model: ScriptedModelServer
+def scroll_away_while_the_fix_is_asked(
+    page: Any, model: ScriptedModelServer, path: str, cell_id: str, ci_id: str
 ) -> None:
-    model.set_script(
-        [
-            Reply.code(BROKEN),
-            # The model takes its time: the fix is being written meanwhile.
-            Reply.code(FIXED, latency=3),
-            Reply.text("The mean petal length is 4.3."),
-        ]
-    )
-    write_iris(model_lab)
-    fillers = [f"filler_{i} = {i}\nprint(filler_{i})" for i in range(40)]
-    path = write_notebook(model_lab, ["%load_ext jupyter_ci", "%%ci mean petal length", *fillers])
-    page = model_context.new_page()
-    open_lab_app(page, model_lab)
-    open_notebook(page, path)
-    ci_id = cells(page, path)[1]["id"]
-    run_all(page, path)
-    made = wait_until(lambda: generated(cells(page, path)), 60, "the generated cell")
-    cell_id = made[0]["id"]
+    """Once the cell failed and its fix is asked for (the model holds it), and the page has
+    shown the run fixing (its scroll to the cell is done), the user scrolls down the notebook
+    to read on, with the focus in the notebook (kept in ``window.__ciBefore``)."""
     wait_until(
         lambda: "KeyError" in text_of(cells(page, path)[2]["outputs"]), 60, "the first failure"
     )
-    # The user scrolls down the notebook to read on, with the focus in the notebook.
+    wait_until(lambda: len(model.chat_requests) == 2, 60, "the fix asked for (and held)")
+    status = panel(page, path).locator('[data-testid="jupyter-ci-status-output"]')
+    wait_until(lambda: status.get_attribute("data-state") == "fixing", 60, "the fixing state")
+    frames(page)  # the page's scroll to the cell being fixed, in the same frames, is done
     focus_notebook(page, path, 10)
     page.evaluate("() => { window.__ciBefore = document.activeElement; }")
     page.evaluate(
@@ -309,6 +297,37 @@ def test_the_cell_being_fixed_and_its_status_stay_in_view(
     wait_until(
         lambda: not page.evaluate(IN_VIEW, [path, cell_id, ci_id])["input"], 10, "scrolled away"
     )
+    assert len(model.chat_requests) == 2
+    assert cells(page, path)[2]["source"] == BROKEN
+
+
+def test_the_cell_being_fixed_and_its_status_stay_in_view(
+    model_context: Any, model_lab: Lab, model: ScriptedModelServer
+) -> None:
+    model.set_script([Reply.code(BROKEN), Reply.code(FIXED)])
+    write_iris(model_lab)
+    fillers = [f"filler_{i} = {i}\nprint(filler_{i})" for i in range(40)]
+    # One step, and the %%ci run alone (not Run All): once the fixed cell has run the run ends,
+    # and nothing grows under the %%ci (an answer, the next step's progress, the cells after it
+    # running) to move what was brought into view while it is checked.
+    path = write_notebook(
+        model_lab, ["%load_ext jupyter_ci", "%%ci --max-steps 1 mean petal length", *fillers]
+    )
+    page = model_context.new_page()
+    open_lab_app(page, model_lab)
+    open_notebook(page, path)
+    ci_id = cells(page, path)[1]["id"]
+    # The model "thinks" about the fix until the user has scrolled away, however long that
+    # takes: its first reply goes, the next (the fix) is held.
+    model.hold(after=1)
+    try:
+        run_cell(page, path, 0)
+        run_cell(page, path, 1)
+        made = wait_until(lambda: generated(cells(page, path)), 60, "the generated cell")
+        cell_id = made[0]["id"]
+        scroll_away_while_the_fix_is_asked(page, model, path, cell_id, ci_id)
+    finally:
+        model.release()
     # The fix is written into the cell: the cell, its badge and diff and the status come into view.
     wait_until(lambda: cells(page, path)[2]["source"] == FIXED, 60, "the fix")
     shown = wait_until(
@@ -325,7 +344,8 @@ def test_the_cell_being_fixed_and_its_status_stay_in_view(
     # The notebook scrolled; the focus stayed where the user had it.
     assert page.evaluate("() => document.activeElement === window.__ciBefore"), focused(page)
     status = wait_for_status(page, path, 1, TERMINAL)
-    assert status["state"] == "done", dump(page, path)
+    assert (status["state"], status["reason"]) == ("done", "max_steps"), dump(page, path)
+    assert "4.3" in text_of(cells(page, path)[2]["outputs"])
     assert model_context.jupyter_ci_errors == []
 
 

@@ -182,6 +182,8 @@ def test_restart_and_run_all_then_again_without_duplication(
     # Again: the generated cell is still there, so the model is not asked again and nothing is
     # duplicated; the held-back cells (the generated one, then the later one) run in order.
     first_run = status["run_id"]
+    first_line = status["text"]
+    assert first_line.startswith("jupyter-ci: done — 1 cell, 1 attempt, "), status
     if NBMODEL:
         # jupyter-server-nbmodel 0.2 keeps its kernel client across restarts and does not wait
         # for the restarted kernel's output channel: a cell it runs at once after a restart can
@@ -206,18 +208,36 @@ def test_restart_and_run_all_then_again_without_duplication(
         explain=lambda: dump(page, path) + "\n" + model_lab.log()[-4000:],
     )
     assert status["state"] == "reused", dump(page, path)
-    assert "not asking the model again" in str(status["note"])
-    wait_until(
-        lambda: str(status_of(cells(page, path)[1]).get("continuation", "")).startswith("ran"),
+    # The run's status line stands (tokens, time); the rest is one short line.
+    assert status["text"] == first_line, status
+    assert status["note"] == "Not asked again: its cell is below (--regenerate to replace it)"
+    # Run All cleared the later cells' outputs before the handoff (and so before this status):
+    # their outputs now come from running them after the %%ci.
+    second = wait_until(
+        lambda: (
+            (now := cells(page, path))[-1]["execution_count"] is not None
+            and "shape (30, 5)" in text_of(now[-1]["outputs"])
+            and now
+        ),
         what="the held-back cells ran",
+        explain=lambda: dump(page, path),
     )
-    second = cells(page, path)
     assert [c["id"] for c in second] == [c["id"] for c in first]
-    assert "shape (30, 5)" in text_of(second[-1]["outputs"])
     assert second[2]["execution_count"] is not None
+    assert second[2]["execution_count"] < second[-1]["execution_count"]
     assert len(model.chat_requests) == 2
     status_node = panel(page, path).locator('[data-testid="jupyter-ci-status-output"]')
-    assert "not asking the model again" in status_node.inner_text()
+    wait_until(
+        lambda: (
+            status_node.inner_text().strip().split("\n")
+            == [first_line, "Not asked again: its cell is below (--regenerate to replace it)"]
+        ),
+        10,
+        "the status output: the line, then the note",
+        lambda: status_node.inner_text(),
+    )
+    # Running the cells after it is what Run All does: nothing more is said.
+    assert status_of(cells(page, path)[1]).get("continuation") is None
 
     # --regenerate: the unedited generated cell is replaced by a new one (the model is asked).
     model.set_script([Reply.code(LOAD_DF.replace("df.head()", "df.tail()")), Reply.text("ok")])

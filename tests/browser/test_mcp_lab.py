@@ -33,8 +33,19 @@ from .notebooks import (
 )
 from .test_lab_runs import REAL_TIME_COLLABORATION
 from .test_notebook_flows import cell_review, waiting_cell
+from .test_reload import reload_lab
 
 THEMES = {"light": "JupyterLab Light", "dark": "JupyterLab Dark"}
+#: JavaScript: whether the notebook at ``path`` has unsaved changes.
+DIRTY = (
+    "(path) => Array.from(window.jupyterapp.shell.widgets('main'))"
+    ".find(w => w.context && w.context.path === path).context.model.dirty"
+)
+
+
+def cell_of(found: list[dict[str, Any]], cell_id: str) -> dict[str, Any]:
+    """The cell with that id."""
+    return next(c for c in found if c["id"] == cell_id)
 
 
 def open_for_the_agent(page: Any, lab: Lab, client: Agent, path: str) -> Any:
@@ -211,6 +222,58 @@ def test_an_agents_edit_is_a_diff_under_the_cell_and_one_undo_away(
     node.locator(".cm-content").click()
     page.keyboard.press("Control+z")
     wait_until(lambda: cells(page, path)[0]["source"] == "total = 1", 30, "the undo")
+
+
+#: Restore's accessible name on a user's cell an agent changed.
+RESTORE_AGENTS = "Restore your code: put back the code you wrote before claude-code changed it"
+
+
+def test_a_users_cell_an_agent_changed_keeps_its_badge_and_restore_after_a_reload(
+    model_context: Any, model_lab: Lab
+) -> None:
+    path = write_notebook(model_lab, ["total = 1"])
+    page = model_context.new_page()
+    with agent(model_lab, "claude-code") as client:
+        open_for_the_agent(page, model_lab, client, path)
+        (users,) = (c["id"] for c in cells(page, path))
+        client.result("edit_cell", {"path": path, "cell_id": users, "source": "total = 2"})
+        # A cell the agent added and then changed has no code of the user's to restore.
+        added = client.result("insert_cell", {"path": path, "source": "extra = 1"})["cell_id"]
+        client.result("edit_cell", {"path": path, "cell_id": added, "source": "extra = 2"})
+    node = cell_node(page, path, users)
+    badge = node.locator('[data-testid="jupyter-ci-badge"]')
+    wait_until(lambda: "changed by claude-code" in badge.inner_text(), 30, "the badge")
+    # Once the call is over, Restore, named for the agent (not "jupyter-ci fixed it").
+    node.get_by_role("button", name=RESTORE_AGENTS).wait_for(timeout=30_000)
+    hint = cells(page, path)[0]["metadata"]["jupyter_ci"]
+    assert "run_id" not in hint
+    assert {k: v for k, v in hint["fixed"].items() if k != "run_id"} == {
+        "original": "total = 1",
+        "agent": "claude-code",
+    }
+    other = cell_node(page, path, added)
+    other_badge = other.locator('[data-testid="jupyter-ci-badge"]')
+    wait_until(lambda: "added by claude-code" in other_badge.inner_text(), 30, "its badge")
+    assert other.locator('[data-testid="jupyter-ci-restore"]').is_hidden()
+    assert "fixed" not in cell_of(cells(page, path), added)["metadata"]["jupyter_ci"]
+    command(page, "docmanager:save")
+    wait_until(lambda: not page.evaluate(DIRTY, path), 30, "the notebook saved")
+
+    # After a reload (no undo history): the same badge and Restore, which puts the code back.
+    reload_lab(page, path)
+    node = cell_node(page, path, users)
+    badge = node.locator('[data-testid="jupyter-ci-badge"]')
+    wait_until(lambda: "changed by claude-code" in badge.inner_text(), 30, "the badge, reloaded")
+    restore = node.get_by_role("button", name=RESTORE_AGENTS)
+    restore.wait_for(timeout=10_000)
+    restore.click()
+    wait_until(lambda: cells(page, path)[0]["source"] == "total = 1", 10, "Restore")
+    wait_until(lambda: "your code, restored" in badge.inner_text(), 10, "the restored badge")
+    assert "jupyter_ci" not in cells(page, path)[0]["metadata"]
+    other = cell_node(page, path, added)
+    wait_until(lambda: "added by claude-code" in other.inner_text(), 30, "its badge, reloaded")
+    assert other.locator('[data-testid="jupyter-ci-restore"]').is_hidden()
+    assert model_context.jupyter_ci_errors == []
 
 
 @pytest.mark.skipif(

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from jupyter_ci.agent.cells import UNFINISHED_NOTE
+from jupyter_ci.magics import HELD_BACK
 from jupyter_ci.testing import Reply, ScriptedModelServer
 
 from .chat import by_testid, messages, open_chat, steps, wait_run_state
@@ -393,7 +394,13 @@ def test_the_cells_run_all_held_back_run_after_a_reload(
         lambda: dump(page, path),
     )
     held = cells(page, path)[3]
-    assert (held["source"], held["outputs"]) == ("print('held back ran')", []), dump(page, path)
+    # Not run yet: aborted by the kernel (no output), or, when its request reached the kernel
+    # after the %%ci had stopped the queue (a busy machine), refused with the held-back line.
+    assert held["source"] == "print('held back ran')", dump(page, path)
+    names = [o.get("ename") for o in held["outputs"]]
+    assert names in ([], ["JupyterCIHeldBack"]), dump(page, path)
+    if held["outputs"]:
+        assert held["outputs"][0]["traceback"] == [HELD_BACK], dump(page, path)
 
     reload_lab(page, path)
     status = wait_for_status(page, path, 1, TERMINAL)

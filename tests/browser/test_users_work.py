@@ -141,10 +141,9 @@ def test_a_panel_requests_cell_after_a_stopped_ci_is_never_the_cis(
         explain=lambda: dump(page, path),
     )
     assert status["state"] == "reused", dump(page, path)
-    assert status["note"].startswith(
-        "This %%ci's request was stopped; the 1 cell it generated is still below it: not "
-        "asking the model again."
-    ), status
+    # The stopped run's line still stands; one short line says why the model is not asked.
+    assert status["text"].startswith("jupyter-ci: stopped by the user — "), status
+    assert status["note"] == "Not asked again: its cell is below (--regenerate to replace it)"
     wait_until(
         lambda: "sepal width histogram" in text_of(cell_of(page, path, histogram["id"])["outputs"]),
         60,
@@ -186,9 +185,9 @@ def test_a_panel_requests_cell_after_a_stopped_ci_is_never_the_cis(
         what="the re-run's status",
         explain=lambda: dump(page, path),
     )
-    assert status_of(cells(page, path)[1])["note"].startswith(
-        "The 1 cell this %%ci generated is still below it"
-    )
+    status = status_of(cells(page, path)[1])
+    assert status["text"].startswith("jupyter-ci: done — 1 cell, "), status
+    assert status["note"] == "Not asked again: its cell is below (--regenerate to replace it)"
     assert [c["source"] for c in cells(page, path)][2:] == [SCATTER_AGAIN, HISTOGRAM, AFTER]
     assert model_context.jupyter_ci_errors == []
 
@@ -277,7 +276,7 @@ def test_fix_with_jupyter_ci_keeps_the_users_cell_theirs_in_every_route_and_mode
     assert "Error → fixing, attempt 1/3" in shown, shown
     assert "Fix written, attempt 1/3" in shown, shown
     assert all(n <= m for n, m in attempts_in(" ".join(shown))), shown
-    assert "jupyter_ci" not in cells(page, path)[0]["metadata"]  # no generated-cell hint
+    assert "run_id" not in cells(page, path)[0]["metadata"].get("jupyter_ci", {})  # not generated
 
     # One Ctrl+Z in the cell's editor brings the user's code back (and the cell says so);
     # Ctrl+Shift+Z the fix.

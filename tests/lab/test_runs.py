@@ -450,7 +450,10 @@ async def test_rerunning_a_magic_cell_does_not_generate_again_unless_asked(
     again = await tab.request(magic)
     assert again["ok"] is True, again
     assert "run_id" not in again
-    assert "not asking the model again" in again["note"]
+    assert again["note"] == "Not asked again: its 2 cells are below (--regenerate to replace them)"
+    # The last run's status line still stands.
+    assert again["status_line"] == end["text"]
+    assert again["status_line"].startswith("jupyter-ci: done (reached the step limit) — 2 cells")
     assert len(model_server.chat_requests) == requests_so_far
     assert len(notebook.cells) == 3
 
@@ -601,7 +604,7 @@ async def test_a_panel_request_placed_after_a_magic_cell_is_never_that_cells_req
     # Running the %%ci again: its own cell is below it, the panel's is not its.
     again = await tab.request(magic)
     assert "run_id" not in again, again
-    assert again["note"].startswith("The 1 cell this %%ci generated is still below it")
+    assert again["note"] == "Not asked again: its cell is below (--regenerate to replace it)"
     regenerate = await tab.request({**magic, "prompt": "again", "regenerate": True})
     assert "the 1 cell it left below will be replaced" in regenerate["note"]
     await tab.wait_for_event(finished, regenerate["run_id"], timeout=60)

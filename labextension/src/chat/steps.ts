@@ -137,6 +137,7 @@ const UPDATE_LABEL: Record<ICellUpdatedEvent['cause'], string> = {
   edited: 'Edited by you',
   reproposed: 'Proposed again',
   stopped: 'Stopped before it was complete',
+  restored: 'Your code put back',
   agent: 'Changed by the agent'
 };
 
