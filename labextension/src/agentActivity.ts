@@ -1,6 +1,7 @@
 import { Cell } from '@jupyterlab/cells';
-import { PanelLayout, Widget } from '@lumino/widgets';
+import { Widget } from '@lumino/widgets';
 
+import { showUnderInput } from './cellBadge';
 import { RequestRefusedError } from './connection';
 import { Lifecycle } from './lifecycle';
 import { NotebookIndex } from './notebooks';
@@ -83,19 +84,7 @@ export class AgentActivity extends Lifecycle {
 
   private _attach(cell: Cell, runId: string): ActivityBar {
     const bar = new ActivityBar(() => this._stop(runId));
-    void cell.ready.then(() => {
-      if (cell.isDisposed || bar.isDisposed || bar.parent) {
-        return;
-      }
-      const layout = cell.layout as PanelLayout;
-      const after = Math.max(
-        layout.widgets.findIndex(w => w.hasClass('jp-Cell-inputWrapper')),
-        layout.widgets.findIndex(w =>
-          w.hasClass('jp-jupyter-ci-CellDecoration')
-        )
-      );
-      layout.insertWidget(after >= 0 ? after + 1 : layout.widgets.length, bar);
-    });
+    showUnderInput(cell, bar);
     return bar;
   }
 

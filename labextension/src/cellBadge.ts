@@ -2,6 +2,11 @@ import { Cell } from '@jupyterlab/cells';
 import { PanelLayout, Widget } from '@lumino/widgets';
 
 /**
+ * The class of a cell's decoration (the badge line, the diff, Restore).
+ */
+const DECORATION_CLASS = 'jp-jupyter-ci-CellDecoration';
+
+/**
  * What jupyter-ci shows on one generated cell.
  */
 export interface ICellDecoration {
@@ -81,22 +86,28 @@ export function decorate(
     const created = new DecorationWidget(onRestore);
     widget = created;
     Private.widgets.set(cell, created);
-    // A cell builds its layout when first shown: place ours after that.
-    void cell.ready.then(() => {
-      if (cell.isDisposed || created.isDisposed || created.parent) {
-        return;
-      }
-      const layout = cell.layout as PanelLayout;
-      const input = layout.widgets.findIndex(w =>
-        w.hasClass('jp-Cell-inputWrapper')
-      );
-      layout.insertWidget(
-        input >= 0 ? input + 1 : layout.widgets.length,
-        created
-      );
-    });
+    showUnderInput(cell, created);
   }
   widget.render(state);
+}
+
+/**
+ * Put `widget` in `cell` under its input, after the cell's decoration if it
+ * has one (a review bar, an agent's activity bar), once the cell has built its
+ * layout (when first shown); not if either is gone by then or it is placed.
+ */
+export function showUnderInput(cell: Cell, widget: Widget): void {
+  void cell.ready.then(() => {
+    if (cell.isDisposed || widget.isDisposed || widget.parent) {
+      return;
+    }
+    const layout = cell.layout as PanelLayout;
+    const after = Math.max(
+      layout.widgets.findIndex(w => w.hasClass('jp-Cell-inputWrapper')),
+      layout.widgets.findIndex(w => w.hasClass(DECORATION_CLASS))
+    );
+    layout.insertWidget(after >= 0 ? after + 1 : layout.widgets.length, widget);
+  });
 }
 
 /**
@@ -106,7 +117,7 @@ export function decorate(
 class DecorationWidget extends Widget {
   constructor(onRestore: () => void) {
     super();
-    this.addClass('jp-jupyter-ci-CellDecoration');
+    this.addClass(DECORATION_CLASS);
     const line = document.createElement('div');
     line.className = 'jp-jupyter-ci-CellBadge';
     line.dataset.testid = 'jupyter-ci-badge';

@@ -8,8 +8,8 @@ import {
 } from '@jupyterlab/notebook';
 import type { CommandRegistry } from '@lumino/commands';
 import type { IDisposable } from '@lumino/disposable';
-import { PanelLayout } from '@lumino/widgets';
 
+import { showUnderInput } from './cellBadge';
 import { CIConnection } from './connection';
 import { CommandIDs } from './constants';
 import { Lifecycle } from './lifecycle';
@@ -370,19 +370,7 @@ export class CellReview extends Lifecycle {
       onReject: comment =>
         void this.answer(waiting.runId, 'reject', null, comment)
     });
-    void cell.ready.then(() => {
-      if (cell.isDisposed || bar.isDisposed || bar.parent) {
-        return;
-      }
-      const layout = cell.layout as PanelLayout;
-      const after = Math.max(
-        layout.widgets.findIndex(w => w.hasClass('jp-Cell-inputWrapper')),
-        layout.widgets.findIndex(w =>
-          w.hasClass('jp-jupyter-ci-CellDecoration')
-        )
-      );
-      layout.insertWidget(after >= 0 ? after + 1 : layout.widgets.length, bar);
-    });
+    showUnderInput(cell, bar);
     this._render(waiting);
     return bar;
   }
