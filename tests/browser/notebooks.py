@@ -118,14 +118,15 @@ def open_lab_app(page: Any, lab: Lab) -> None:
     page.evaluate("() => window.jupyterapp.restored")
 
 
-def open_notebook(page: Any, path: str) -> Any:
-    """Open the notebook at ``path``, make it current, and wait for its kernel to be idle."""
+def open_notebook(page: Any, path: str, kernel_timeout: float = 60_000) -> Any:
+    """Open the notebook at ``path``, make it current, and wait for its kernel to be idle
+    (at most ``kernel_timeout`` ms)."""
     page.evaluate(
         "async (path) => { await window.jupyterapp.commands.execute('docmanager:open', "
         "{path, factory: 'Notebook'}); }",
         path,
     )
-    wait_for_kernel(page, path)
+    wait_for_kernel(page, path, kernel_timeout)
     activate(page, path)
     wait_kernel_idle(page)
     return page.locator(f'.jp-NotebookPanel[data-jupyter-ci-path="{path}"]')

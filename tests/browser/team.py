@@ -45,7 +45,6 @@ from .notebooks import (
     open_notebook,
     run_all,
     text_of,
-    wait_for_kernel,
     wait_for_status,
     wait_until,
     write_notebook,
@@ -490,13 +489,9 @@ def open_team_notebook(page: Any, path: str) -> None:
     The page's kernel is then connected and silent for good (reproduced 3 times in 5 under
     load, with and without jupyter-ci's changes to the server's kernel websockets; never the
     local kernels' relay). A user reconnects the kernel; so does this, once."""
-    page.evaluate(
-        "async (path) => { await window.jupyterapp.commands.execute('docmanager:open', "
-        "{path, factory: 'Notebook'}); }",
-        path,
-    )
     try:
-        wait_for_kernel(page, path, timeout=20_000)
+        open_notebook(page, path, kernel_timeout=20_000)
+        return
     except PlaywrightTimeout:
         page.evaluate(
             "(path) => { const w = Array.from(window.jupyterapp.shell.widgets('main'))"
