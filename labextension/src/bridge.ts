@@ -3,7 +3,7 @@ import * as nbformat from '@jupyterlab/nbformat';
 import { NotebookPanel } from '@jupyterlab/notebook';
 import { Kernel } from '@jupyterlab/services';
 
-import { CellDecorations, ICellDecoration } from './cellDecorations';
+import { CellDecorations } from './cellDecorations';
 import { CIConnection } from './connection';
 import { CallError, evaluateExpression, executeCell } from './execute';
 import { Lifecycle } from './lifecycle';
@@ -16,11 +16,9 @@ import type {
   ICallProgress,
   ICallResult,
   ICellInfo,
-  ICellUpdatedEvent,
   IInsertCellCall,
   IRestoreCellsCall,
-  IRunCellCall,
-  RunEvent
+  IRunCellCall
 } from './protocol';
 import { RunTracker } from './runs';
 import { SourceStreamer } from './streaming';
@@ -61,7 +59,6 @@ export class NotebookBridge extends Lifecycle {
     this._timings = options.timings;
     this._userOptions = options.userOptions;
     this.listen(this._connection.calls, this._onCall);
-    this.listen(this._connection.events, this._onEvent);
   }
 
   /**
@@ -149,7 +146,7 @@ export class NotebookBridge extends Lifecycle {
     switch (call.method) {
       case 'read_cells':
         this._streamer.flushAll();
-        return Private.readCells(panel);
+        return Private.readCells(panel, call.outputs !== false);
       case 'insert_cell':
         return { cell_id: this._insert(panel, call) };
       case 'append_source': {
@@ -419,120 +416,6 @@ export class NotebookBridge extends Lifecycle {
     }
   }
 
-  // --- events of runs ------------------------------------------------------------
-
-  private readonly _onEvent = (
-    _sender: CIConnection,
-    event: RunEvent
-  ): void => {
-    switch (event.type) {
-      case 'attempt':
-        if (this._runs.get(event.run_id)?.origin === 'mcp') {
-          break; // an outside agent's cell has one try per call: no "attempt" to show
-        }
-        this._decorations.update(event.cell_id, {
-          attempt: event.attempt,
-          maxAttempts: event.max_attempts,
-          fixed: this._isUsers(event.run_id, event.cell_id)
-        });
-        if (this._ownRuns.has(event.run_id)) {
-          this._decorations.recordAttempt(
-            event.cell_id,
-            event.attempt,
-            event.max_attempts
-          );
-        }
-        break;
-      case 'cell_updated': {
-        // The cell's code is complete: no longer read-only, nor "writing…"
-        // (a cell waiting for review is edited and run by the user).
-        const found = this._index.findCellAnywhere(event.cell_id);
-        if (found) {
-          this._streamer.flush(found.model);
-        }
-        if (event.cause === 'stopped') {
-          this._decorations.update(event.cell_id, {
-            stopped: true,
-            streaming: false
-          });
-          if (this._ownRuns.has(event.run_id)) {
-            this._decorations.recordStopped(event.cell_id);
-          }
-        } else if (event.cause === 'agent') {
-          // An outside agent's edit (a diff), or the code it asks to run (none).
-          const agent = this._runs.get(event.run_id)?.agent ?? 'an agent';
-          this._decorations.update(event.cell_id, { streaming: false });
-          if (event.diff && this._decorations.changed(event, agent)) {
-            this._fixed(event.run_id, event.cell_id); // Restore, once it is over
-          }
-        } else {
-          this._decorations.update(event.cell_id, {
-            ...Private.shownChange(event),
-            fixed: this._isUsers(event.run_id, event.cell_id),
-            streaming: false
-          });
-          this._fixed(event.run_id, event.cell_id);
-        }
-        break;
-      }
-      case 'state': {
-        // A cell waits for review as the attempt it is for (a fix: the next).
-        const view = this._runs.get(event.run_id);
-        const cellId = view?.proposal?.cellId;
-        if (
-          view?.origin !== 'mcp' && // an outside agent's call: one try, no attempt to show
-          event.state === 'awaiting_approval' &&
-          typeof event.attempt === 'number' &&
-          cellId
-        ) {
-          this._decorations.update(cellId, {
-            attempt: event.attempt,
-            maxAttempts: event.max_attempts ?? undefined,
-            fixed: this._isUsers(event.run_id, cellId)
-          });
-        }
-        break;
-      }
-      case 'finished': {
-        this._streamer.flushAll();
-        for (const cellId of this._runs.get(event.run_id)?.cells ?? []) {
-          this._decorations.update(cellId, { streaming: false });
-        }
-        // The run is over: the user's cells it fixed can be restored.
-        for (const cellId of this._fixedBy.get(event.run_id) ?? []) {
-          if (this._decorations.hasOriginal(cellId)) {
-            this._decorations.update(cellId, { restorable: true });
-          }
-        }
-        this._fixedBy.delete(event.run_id);
-        break;
-      }
-      default:
-        break;
-    }
-  };
-
-  /**
-   * Whether a cell a run changes is the user's (the run did not insert it:
-   * "Fix with jupyter-ci"), as the run's own events say.
-   */
-  private _isUsers(runId: string, cellId: string): boolean {
-    const view = this._runs.get(runId);
-    return view !== null && !view.cells.includes(cellId);
-  }
-
-  /**
-   * Note a user's cell a run of this tab changed (Restore, once it is over).
-   */
-  private _fixed(runId: string, cellId: string): void {
-    if (!this._ownRuns.has(runId) || !this._isUsers(runId, cellId)) {
-      return;
-    }
-    const cells = this._fixedBy.get(runId) ?? new Set<string>();
-    cells.add(cellId);
-    this._fixedBy.set(runId, cells);
-  }
-
   /**
    * Forget answers the server can no longer ask for again: a run waits 30 s
    * for its tab to come back, then ends. Answers can be large (outputs), so
@@ -562,10 +445,6 @@ export class NotebookBridge extends Lifecycle {
   private readonly _answers = new Map<string, Private.IAnswer>();
   private readonly _progress = new Map<string, ICallProgress>();
   private readonly _ownRuns = new Set<string>();
-  /**
-   * The user's cells each run of this tab fixed.
-   */
-  private readonly _fixedBy = new Map<string, Set<string>>();
   /**
    * The `restore_cells` answer of each run restored in this page.
    */
@@ -634,32 +513,6 @@ namespace Private {
     );
   }
 
-  /**
-   * What a cell's decoration shows of a change of its code: the model's
-   * proposal (a fix, or its other proposal after a Reject) as the diff of the
-   * attempt it is for; the user's edit in review apart from it (the model's
-   * stays shown); none once the user's code is put back; nothing for code
-   * that streamed in.
-   */
-  export function shownChange(event: ICellUpdatedEvent): ICellDecoration {
-    switch (event.cause) {
-      case 'fix':
-      case 'reproposed':
-        return {
-          diff: event.diff,
-          diffAttempt: event.attempt,
-          editDiff: ''
-        };
-      case 'edited':
-        return { editDiff: event.diff };
-      case 'restored':
-        // The user's code is back (the proposal was not accepted): no diff.
-        return { diff: '', editDiff: '', restored: true };
-      default:
-        return {};
-    }
-  }
-
   export function kernelOf(panel: NotebookPanel): Kernel.IKernelConnection {
     const kernel = panel.sessionContext.session?.kernel;
     if (!kernel) {
@@ -672,9 +525,13 @@ namespace Private {
   }
 
   /**
-   * Every cell of the notebook, outputs capped so the reply fits.
+   * Every cell of the notebook, outputs capped so the reply fits; without
+   * `outputs`, code cells come with their execution count only.
    */
-  export function readCells(panel: NotebookPanel): ResultFields {
+  export function readCells(
+    panel: NotebookPanel,
+    outputs: boolean
+  ): ResultFields {
     const model = panel.content.model;
     if (!model) {
       return { cells: [] };
@@ -696,10 +553,12 @@ namespace Private {
         metadata: { ...json.metadata }
       };
       if (nbformat.isCode(json)) {
-        const capped = capOutputs(json.outputs, budget);
-        truncated ||= capped.truncated;
-        info.outputs = capped.outputs;
         info.execution_count = json.execution_count;
+        if (outputs) {
+          const capped = capOutputs(json.outputs, budget);
+          truncated ||= capped.truncated;
+          info.outputs = capped.outputs;
+        }
       }
       cells.push(info);
     }

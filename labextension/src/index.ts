@@ -26,6 +26,7 @@ import { jupyterCIIcon } from './icons';
 import { plainTextCICells } from './ciCellMode';
 import { NotebookIndex, watchPanels } from './notebooks';
 import { CellPlacement } from './placement';
+import { RunDecorations } from './runDecorations';
 import { addRunIndicator } from './runIndicator';
 import { RunTracker } from './runs';
 import { UserSettings } from './settings';
@@ -125,7 +126,7 @@ const notebookPlugin: JupyterFrontEndPlugin<void> = {
     const timings = new CallTimings();
     const statusOutputs = new StatusOutputs(index, runs);
     const userOptions = (): Record<string, unknown> => settings.runOptions();
-    new NotebookBridge({
+    const bridge = new NotebookBridge({
       connection,
       index,
       runs,
@@ -133,6 +134,14 @@ const notebookPlugin: JupyterFrontEndPlugin<void> = {
       decorations,
       timings,
       userOptions
+    });
+    new RunDecorations({
+      connection,
+      index,
+      runs,
+      streamer,
+      decorations,
+      ownsRun: runId => bridge.ownsRun(runId)
     });
     new FixInView(index, runs);
     new AgentActivity(index, runs);
