@@ -47,7 +47,7 @@ class InstantWorkspace:
     def __init__(self) -> None:
         self.cells: list[Cell] = []
 
-    async def read_cells(self) -> list[Cell]:
+    async def read_cells(self, *, outputs: bool = True) -> list[Cell]:
         return list(self.cells)
 
     async def insert_cell(

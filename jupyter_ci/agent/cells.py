@@ -133,7 +133,8 @@ class RunCells:
         if not self._replaces:
             return
         replaces, self._replaces = self._replaces, {}
-        sources = {cell.id: cell.source for cell in await self.workspace.read_cells()}
+        cells = await self.workspace.read_cells(outputs=False)
+        sources = {cell.id: cell.source for cell in cells}
         present = [cell_id for cell_id in replaces if cell_id in sources]
         unedited = [c for c in present if source_hash(sources[c]) == replaces[c]]
         for cell_id in unedited:

@@ -222,7 +222,7 @@ class AgentRun(Retrying):
     async def _insertion_point(self) -> str | None:
         if self.request.anchor_id is not None:
             return self.request.anchor_id
-        cells = await self.workspace.read_cells()
+        cells = await self.workspace.read_cells(outputs=False)
         return cells[-1].id if cells else None
 
     async def opening_messages(self) -> list[dict[str, Any]]:

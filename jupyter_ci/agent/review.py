@@ -111,14 +111,14 @@ class Reviewing(Generating):
 
     async def _source_of(self, cell_id: str) -> str | None:
         """The cell's source in the notebook now (None when it is gone)."""
-        cells = await self.workspace.read_cells()
+        cells = await self.workspace.read_cells(outputs=False)
         return next((cell.source for cell in cells if cell.id == cell_id), None)
 
     async def _install(self, package: str, failing_cell: str) -> None:
         """Propose ``%pip install package`` in a cell above the failing one, and run it: at once
         with ``allow_pip_install``, after the user's "Install and continue" where a frontend
         reviews it; otherwise the run ends saying what to do."""
-        cells = await self.workspace.read_cells()
+        cells = await self.workspace.read_cells(outputs=False)
         ids = [cell.id for cell in cells]
         index = ids.index(failing_cell) if failing_cell in ids else len(ids)
         before = ids[index - 1] if index > 0 else None

@@ -80,8 +80,10 @@ class Variable:
 class Workspace(Protocol):
     """What the agent loop may do to a notebook and its kernel."""
 
-    async def read_cells(self) -> list[Cell]:
-        """All cells of the notebook, in order, with their ids, sources and outputs."""
+    async def read_cells(self, *, outputs: bool = True) -> list[Cell]:
+        """All cells of the notebook, in order, with their ids, sources and outputs. Without
+        ``outputs`` a workspace may leave the outputs out (the browser tab does: a read of
+        sources then stays small, whatever the notebook's outputs)."""
         ...
 
     async def insert_cell(

@@ -111,12 +111,13 @@ class NotebookTools:
         return result(notebook, _notebook_text(notebook))
 
     async def cells(self, path: str, *, outputs: bool = True) -> list[Cell]:
-        """The notebook's cells as they are now: through its tab when one has it open (without
-        ``outputs``, a headless read does not wait for outputs still being written)."""
+        """The notebook's cells as they are now: through its tab when one has it open. Without
+        ``outputs`` code cells come without them: the tab does not send them, and a headless read
+        does not wait for outputs still being written."""
         tab = self.notebooks.tab_for(path)
         if tab is not None:
             with self.notebooks.backend.manager.probes.workspace(tab, path) as workspace:
-                return list(await workspace.read_cells())
+                return list(await workspace.read_cells(outputs=outputs))
         return await self.notebooks.workspace(path).read_cells(outputs=outputs)
 
     # --- changing cells ---------------------------------------------------------------------

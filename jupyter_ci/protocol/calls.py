@@ -19,9 +19,10 @@ class CallBase(TypedDict):
 
 
 class ReadCellsCall(CallBase):
-    """Read all cells."""
+    """Read all cells (code cells without their outputs when ``outputs`` is False)."""
 
     method: Literal["read_cells"]
+    outputs: NotRequired[bool]
 
 
 class InsertCellCall(CallBase):

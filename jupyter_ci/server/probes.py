@@ -127,7 +127,8 @@ async def previous_cells(
     failed = record.state == "failed"
     try:
         with probes.workspace(client_id, notebook_path) as workspace:
-            sources = {cell.id: cell.source for cell in await workspace.read_cells()}
+            cells = await workspace.read_cells(outputs=False)
+            sources = {cell.id: cell.source for cell in cells}
     except JupyterCIError as err:
         raise RunRefused(
             "notebook_unavailable", f"Could not read the notebook: {err.message}"

@@ -412,6 +412,8 @@ class ScriptedTab:
     async def _method(self, notebook: TabNotebook, call: dict[str, Any]) -> dict[str, Any]:
         method = call["method"]
         if method == "read_cells":
+            if call.get("outputs") is False:  # sources and ids: as the browser, no outputs
+                return {"cells": [_without_outputs(cell) for cell in notebook.cells]}
             return {"cells": [dict(cell) for cell in notebook.cells]}
         if method == "insert_cell":
             after = call.get("after_id")
@@ -687,3 +689,8 @@ class _Execution:
             with contextlib.suppress(KeyError):  # the cell was deleted meanwhile
                 index = self.notebook.index(self.cell_id)
                 self.notebook.outputs.feed(msg, index)
+
+
+def _without_outputs(cell: Mapping[str, Any]) -> dict[str, Any]:
+    """A cell as a read without outputs has it."""
+    return {key: value for key, value in cell.items() if key != "outputs"}

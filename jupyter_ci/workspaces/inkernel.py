@@ -233,7 +233,7 @@ class InKernelWorkspace:
 
     # the Workspace protocol
 
-    async def read_cells(self) -> list[Cell]:
+    async def read_cells(self, *, outputs: bool = True) -> list[Cell]:
         return [_cell(block) for block in self._blocks]
 
     async def insert_cell(

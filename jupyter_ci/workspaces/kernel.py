@@ -324,7 +324,7 @@ class KernelWorkspace:
 
     # --- the Workspace protocol -------------------------------------------------------------
 
-    async def read_cells(self) -> list[Cell]:
+    async def read_cells(self, *, outputs: bool = True) -> list[Cell]:
         """All cells, in order, as copies (changing them does not change the notebook)."""
         return [_cell(node) for node in self.notebook.cells]
 

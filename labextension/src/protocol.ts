@@ -483,6 +483,12 @@ export interface ICallBase {
 
 export interface IReadCellsCall extends ICallBase {
   method: 'read_cells';
+  /**
+   * Whether code cells come with their outputs (absent: true). False for a read
+   * of sources and ids only (an outside agent's edit), which then stays small
+   * however large the notebook's outputs are.
+   */
+  outputs?: boolean;
 }
 
 /**

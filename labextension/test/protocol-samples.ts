@@ -210,6 +210,7 @@ export const VALID: ISample[] = [
 
   // Call: each member.
   valid('Call', { ...call, method: 'read_cells' }),
+  valid('Call', { ...call, method: 'read_cells', outputs: false }),
   valid('Call', {
     ...call,
     method: 'insert_cell',
@@ -508,6 +509,12 @@ export const INVALID: ISample[] = [
     ...call,
     // @ts-expect-error -- not a call method
     method: 'rm_rf'
+  }),
+  invalid('Call', 'a read_cells whose outputs is not a boolean', {
+    ...call,
+    method: 'read_cells',
+    // @ts-expect-error -- outputs is a boolean
+    outputs: 'no'
   }),
   // @ts-expect-error -- a failure carries its error
   invalid('CallReply', 'a failure without error', { call_id: 'k', ok: false }),

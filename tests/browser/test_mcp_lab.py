@@ -224,6 +224,38 @@ def test_an_agents_edit_is_a_diff_under_the_cell_and_one_undo_away(
     wait_until(lambda: cells(page, path)[0]["source"] == "total = 1", 30, "the undo")
 
 
+def test_an_agents_edit_reads_the_tabs_cells_without_their_outputs(
+    model_context: Any, model_lab: Lab
+) -> None:
+    # Each edit first reads the notebook through the tab: its sources and ids, never the
+    # outputs, however large (a read the agent asks for still has them).
+    path = write_notebook(model_lab, ["total = 1"])
+    page = model_context.new_page()
+    sent: list[str] = []  # what the page sends the server over its websockets
+
+    def watch(socket: Any) -> None:
+        socket.on("framesent", lambda payload: sent.append(str(payload)))
+
+    page.on("websocket", watch)
+    marker = "OUTPUT-OF-THE-AGENTS-CELL"
+    with agent(model_lab, "claude-code") as client:
+        open_for_the_agent(page, model_lab, client, path)
+        cell_id = cells(page, path)[0]["id"]
+        ran = client.result("execute", {"path": path, "code": f"print('{marker}' * 2000)"})
+        assert ran["status"] == "ok", ran
+        assert any(marker in frame for frame in sent)  # the run's own reply has it
+        sent.clear()
+        client.result("edit_cell", {"path": path, "cell_id": cell_id, "source": "total = 2"})
+        client.result("insert_cell", {"path": path, "source": "total * 3"})
+        assert any('"cells":' in frame for frame in sent), sent  # the reads were heard
+        assert not any(marker in frame for frame in sent)
+        read = client.result("read_notebook", {"path": path})
+    assert cells(page, path)[0]["source"] == "total = 2"
+    assert marker in json.dumps(read)
+    assert any(marker in frame for frame in sent)
+    assert model_context.jupyter_ci_errors == []
+
+
 #: Restore's accessible name on a user's cell an agent changed.
 RESTORE_AGENTS = "Restore your code: put back the code you wrote before claude-code changed it"
 

@@ -81,6 +81,10 @@ async def test_a_whole_run_with_a_fix(
     assert {c["notebook_path"] for c in calls} == {"a.ipynb"}
     assert {c["method"] for c in calls} >= {"read_cells", "insert_cell", "run_cell"}
     assert all(count == 1 for count in tab.calls_seen.values())
+    # The model's context reads the outputs; a read for ids or sources only asks for none.
+    reads = [c for c in calls if c["method"] == "read_cells"]
+    assert any("outputs" not in c for c in reads)
+    assert any(c.get("outputs") is False for c in reads)
     # The conversation store has the run with its generated cell's final source hash.
     from jupyter_ci.server.store import source_hash
 

@@ -98,9 +98,10 @@ class LabWorkspace:
 
     # --- the Workspace protocol -----------------------------------------------------------
 
-    async def read_cells(self) -> list[Cell]:
-        """All cells of the notebook, as the tab has them now."""
-        reply = await self._call("read_cells")
+    async def read_cells(self, *, outputs: bool = True) -> list[Cell]:
+        """All cells of the notebook, as the tab has them now (code cells without their outputs
+        unless ``outputs``: the reply then stays small, whatever the outputs)."""
+        reply = await self._call("read_cells", None if outputs else {"outputs": False})
         return [_cell(raw) for raw in reply.get("cells") or []]
 
     async def insert_cell(
