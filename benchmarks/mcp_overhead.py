@@ -18,6 +18,11 @@ against nbclient executing the same cell directly, in the same run; headless and
 Each path's wall time minus the kernel's time is its own cost; what MCP adds is that cost minus
 the direct path's. Aim: at most 10 ms above direct headless, 50 ms in JupyterLab.
 
+4. **Edits beside large outputs**: ``edit_cell`` on a notebook open in JupyterLab whose other
+   cells hold ``HEAVY_CELLS`` outputs of ``HEAVY_BYTES`` each, against the same call on a notebook
+   without outputs (the baseline); and ``read_notebook`` of the first, which reads the outputs
+   through the tab as every edit did before it read sources only.
+
     python -m benchmarks.mcp_overhead [--calls 40]
 """
 
@@ -42,6 +47,10 @@ from tests.browser.notebooks import command, open_lab_app, open_notebook, write_
 
 CELL = "x = 1"
 WARM_UP = 5
+#: The heavy notebook's cells with outputs, and each one's output text (about the tab's cap on
+#: the outputs of one reply in all, outputs.ts's MAX_OUTPUT_BYTES).
+HEAVY_CELLS = 8
+HEAVY_BYTES = 128 * 1024
 
 
 def _kernel_seconds(metadata: Any) -> float:
@@ -139,6 +148,7 @@ def main(calls: int) -> None:
                 browser = launch_chromium(playwright)
                 try:
                     live, live_kernel = in_lab(browser, lab, agent, live_path, calls)
+                    edits = edits_in_lab(browser, lab, agent, calls)
                 finally:
                     browser.close()
         finally:
@@ -147,6 +157,75 @@ def main(calls: int) -> None:
     direct_cost = report("direct (nbclient)", walls, kernel_ms, 0.0)
     report("headless over MCP", headless, kernel_ms, direct_cost)
     report("JupyterLab over MCP", live, ms(live_kernel), direct_cost)
+    light, heavy, reads = edits
+    size = HEAVY_CELLS * HEAVY_BYTES // 1024
+    print(f"in JupyterLab, beside {HEAVY_CELLS} outputs of {HEAVY_BYTES // 1024} KiB ({size} KiB)")
+    print(f"edit_cell, no outputs in the notebook: median {ms(light):.1f} ms (n={len(light)})")
+    print(
+        f"edit_cell, beside the outputs: median {ms(heavy):.1f} ms "
+        f"({ms(heavy) / ms(light):.2f}x the baseline)"
+    )
+    print(
+        f"read_notebook of the outputs (what each edit also read before): median "
+        f"{ms(reads):.1f} ms ({ms(reads) / ms(light):.2f}x the baseline edit)"
+    )
+
+
+def write_heavy(lab: Lab) -> str:
+    """A notebook of ``HEAVY_CELLS`` cells with large stream outputs, then ``CELL``."""
+    notebook = nbformat.v4.new_notebook()
+    text = ("0123456789abcdef" * (HEAVY_BYTES // 16 // 64) + "\n") * 64
+    for index in range(HEAVY_CELLS):
+        cell = nbformat.v4.new_code_cell(f"print(big_{index})", execution_count=index + 1)
+        cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=text)]
+        notebook.cells.append(cell)
+    notebook.cells.append(nbformat.v4.new_code_cell(CELL))
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3"}
+    nbformat.write(notebook, str(Path(lab.root_dir) / "heavy.ipynb"))
+    return "heavy.ipynb"
+
+
+def edits_in_lab(browser: Any, lab: Lab, agent: Agent, calls: int) -> tuple[Any, Any, Any]:
+    """``edit_cell`` walls on a notebook without outputs and on one beside large outputs, and
+    ``read_notebook`` walls of the latter: both open in one page."""
+    light_path = write_notebook(lab, [CELL], name="light.ipynb")
+    heavy_path = write_heavy(lab)
+    page = browser.new_context(viewport={"width": 1400, "height": 900}).new_page()
+    open_lab_app(page, lab)
+    ids = {}
+    for path in (light_path, heavy_path):
+        open_notebook(page, path)
+        wait_open(agent, path)
+        ids[path] = page.evaluate(
+            "(path) => { const cells = Array.from(window.jupyterapp.shell.widgets('main'))"
+            ".find(w => w.context && w.context.path === path).content.model.cells;"
+            " return cells.get(cells.length - 1).id; }",
+            path,
+        )
+
+    def walls(tool: str, path: str, arguments: dict[str, Any]) -> list[float]:
+        found = []
+        for index in range(calls + WARM_UP):
+            start = time.perf_counter()
+            agent.result(tool, {"path": path, **arguments})
+            if index >= WARM_UP:
+                found.append(time.perf_counter() - start)
+        return found
+
+    def edit(path: str) -> list[float]:
+        return walls("edit_cell", path, {"cell_id": ids[path], "source": CELL})
+
+    return edit(light_path), edit(heavy_path), walls("read_notebook", heavy_path, {})
+
+
+def wait_open(agent: Agent, path: str) -> None:
+    """Until the server knows the tab has the notebook open (the calls go through it)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        listing = agent.result("list_notebooks", {})
+        if any(n["path"] == path and n["open_in_lab"] for n in listing["notebooks"]):
+            return
+    raise TimeoutError(f"the server did not see {path} open in the tab")
 
 
 def in_lab(browser: Any, lab: Lab, agent: Agent, path: str, calls: int) -> tuple[Any, Any]:
@@ -154,11 +233,7 @@ def in_lab(browser: Any, lab: Lab, agent: Agent, path: str, calls: int) -> tuple
     page = browser.new_context(viewport={"width": 1400, "height": 900}).new_page()
     open_lab_app(page, lab)
     open_notebook(page, path)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:  # until the server knows the tab has it open
-        listing = agent.result("list_notebooks", {})
-        if any(n["path"] == path and n["open_in_lab"] for n in listing["notebooks"]):
-            break
+    wait_open(agent, path)
     cell_id = page.evaluate(
         "(path) => Array.from(window.jupyterapp.shell.widgets('main'))"
         ".find(w => w.context && w.context.path === path).content.model.cells.get(0).id",
