@@ -175,6 +175,42 @@ async def test_repeating_the_failed_code_uses_up_the_attempts(workspace: KernelW
     assert outcome.error.ename == "ZeroDivisionError"
 
 
+async def test_a_fix_without_code_uses_an_attempt_and_is_asked_again(
+    workspace: KernelWorkspace,
+) -> None:
+    script = [
+        Reply.code("value = 1/0"),
+        Reply.text("Division by zero is undefined, so the value cannot be computed."),
+        Reply.code("value = 1/1"),
+        Reply.text("It is 1."),
+    ]
+    recorder = Recorder()
+    with ScriptedModelServer(script) as server:
+        outcome = await run_loop(workspace, server, "divide", recorder=recorder)
+        requests = server.chat_requests
+    assert outcome.state is RunState.DONE, outcome.error
+    assert outcome.attempts == 2  # the prose reply ran nothing
+    assert [e["attempt"] for e in recorder.of("attempt")] == [1, 3]
+    notices = [e["text"] for e in recorder.of("message") if e["role"] == "notice"]
+    assert "The model replied without code for the failing cell (attempt 2/3)." in notices
+    asked_again = requests[2].body["messages"][-1]["content"]
+    assert asked_again.startswith("Your reply had no code, so nothing was run (attempt 2 of 3")
+    (cell,) = [c for c in await workspace.read_cells() if c.id in outcome.cells]
+    assert cell.source == "value = 1/1"
+
+
+async def test_fixes_without_code_use_up_the_attempts(workspace: KernelWorkspace) -> None:
+    script = [Reply.code("1/0"), Reply.text("I cannot fix this.", times=None)]
+    with ScriptedModelServer(script) as server:
+        outcome = await run_loop(workspace, server, "divide", max_attempts=3)
+        assert len(server.chat_requests) == 3
+    # Ended as fixes that ran out end, with the cell's own error (not a bad reply).
+    assert (outcome.state, outcome.reason) == (RunState.FAILED, "max_attempts")
+    assert outcome.attempts == 1
+    assert isinstance(outcome.error, CellError)
+    assert outcome.error.ename == "ZeroDivisionError"
+
+
 async def test_one_attempt_means_no_fix(workspace: KernelWorkspace) -> None:
     with ScriptedModelServer([Reply.code("1/0")]) as server:
         outcome = await run_loop(workspace, server, "divide", max_attempts=1)
@@ -474,15 +510,18 @@ async def test_stop_interrupts_again_a_cell_that_ignores_the_first_interrupt(
 
 
 async def test_a_cell_that_ignores_every_interrupt_is_left_and_the_run_stops(
-    workspace: KernelWorkspace, monkeypatch: pytest.MonkeyPatch
+    workspace: KernelWorkspace, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setattr(loop, "STOP_INTERRUPT_EVERY", 0.2)  # the interrupts' pace, not the test's
     # SIGINT ignored outright: a handler that catches KeyboardInterrupt can itself be
-    # interrupted (inside its own print), which ends the cell and makes the test a race.
+    # interrupted (inside its own print), which ends the cell and makes the test a race. Stop
+    # comes once the cell says SIGINT is ignored (a file it writes): before, an interrupt ends
+    # the cell in its imports.
+    deaf_now = tmp_path / "deaf"
     deaf = (
-        "import signal, time\n"
+        "import pathlib, signal, time\n"
         "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
-        "print('deaf', flush=True)\n"
+        f"pathlib.Path({str(deaf_now)!r}).write_text('deaf')\n"
         "time.sleep(600)"
     )
     recorder = Recorder()
@@ -492,9 +531,14 @@ async def test_a_cell_that_ignores_every_interrupt_is_left_and_the_run_stops(
             run_loop(workspace, server, "sleep", recorder=recorder, run_holder=holder)
         )
         await asyncio.wait_for(recorder.first("execution_started"), 60)
+        for _ in range(600):
+            if deaf_now.exists():
+                break
+            await asyncio.sleep(0.1)
         holder[0].stop()
         outcome = await asyncio.wait_for(task, 60)
         assert len(server.chat_requests) == 1
+    assert deaf_now.exists()
     assert (outcome.state, outcome.reason) == (RunState.STOPPED, "user")
     [ended] = recorder.of("execution_finished")
     assert (ended["status"], ended["digest"]) == ("interrupted", loop.ABANDONED)
