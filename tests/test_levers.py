@@ -151,6 +151,18 @@ async def test_a_fresh_fix_that_repeats_the_failed_code_is_told_so(iris: KernelW
     assert "Try 2: the code of try 1 again, unchanged (not run" in last_user(third)
 
 
+@pytest.mark.asyncio
+async def test_a_fresh_fix_is_told_of_a_try_without_code(iris: KernelWorkspace) -> None:
+    script = [Reply.code(WRONG), Reply.text("The column is missing."), Reply.code(FIXED)]
+    script.append(Reply.text("3.7"))
+    with ScriptedModelServer(script) as server:
+        outcome = await run_loop(iris, server, "mean petal length", fresh_fixes=True)
+        third = server.chat_requests[2]
+    assert outcome.state is RunState.DONE, outcome.error
+    assert "Try 2: no code in the reply, nothing was run" in last_user(third)
+    assert "again, unchanged" not in last_user(third)
+
+
 # --- results that look wrong -----------------------------------------------------------------
 
 NAN = "import math\nprint('mean petal length:', math.nan)"

@@ -165,6 +165,7 @@ def test_templates_have_no_stray_placeholders() -> None:
         "cell_timed_out",
         "cell_succeeded",
         "fix_identical",
+        "fix_without_code",
     )
     for name in names:
         assert "{" not in template(name).replace("${", ""), name

@@ -48,7 +48,7 @@ from .outcome import RunOutcome
 from .packages import missing_package
 from .prompts import render
 from .request import Approver, EventCallback, ReviewDecision, RunRequest
-from .retries import REPEATED, Retrying, Tried
+from .retries import NO_CODE, REPEATED, Retrying, Tried
 from .run_base import ABANDONED, DIGEST_CHARS, NO_STREAM, _Finish, _Rejected
 from .states import RunState
 from .suspicious import Concern
@@ -68,6 +68,8 @@ FIX_CONTEXT_TIMEOUT = 15.0
 
 #: The notice when a fix repeats the code that just failed (it is not run); the bench counts them.
 SAME_CODE_NOTICE = "The model proposed the code that just failed again; it was not run"
+#: The notice when a fix's reply has no code: nothing to run, an attempt used, asked again.
+NO_FIX_NOTICE = "The model replied without code for the failing cell"
 
 #: End reasons after which nothing more is asked of the kernel: it or the tab is gone.
 _KERNEL_OR_TAB_GONE = frozenset({"kernel_died", "notebook_unavailable"})
@@ -330,23 +332,27 @@ class AgentRun(Retrying):
                 **extra,
             )
             told = self.conversation.user_message(prompt, digest)
-            fixed = await self._ask_for_fix(messages, base, tries, told, attempt, context)
-            while same_code(fixed, source):
-                # The same code would fail the same way: it is not run, and costs an attempt.
+            fixed = await self._ask_again(messages, base, tries, told, attempt, context=context)
+            while fixed is None or same_code(fixed, source):
+                # No code, or the same code (which would fail the same way): nothing is run,
+                # and it costs an attempt.
                 attempt += 1
-                tries.append(Tried("", REPEATED, ""))
+                tries.append(Tried("", NO_CODE if fixed is None else REPEATED, ""))
+                notice = NO_FIX_NOTICE if fixed is None else SAME_CODE_NOTICE
                 self.emit(
                     "message",
                     role="notice",
-                    text=f"{SAME_CODE_NOTICE} (attempt {attempt}/{self.settings.max_attempts}).",
+                    text=f"{notice} (attempt {attempt}/{self.settings.max_attempts}).",
                 )
                 if attempt >= self.settings.max_attempts:
                     raise _Finish(RunState.FAILED, "max_attempts", self._error_of(execution))
                 again = render(
-                    "fix_identical", attempt=attempt, max_attempts=self.settings.max_attempts
+                    "fix_without_code" if fixed is None else "fix_identical",
+                    attempt=attempt,
+                    max_attempts=self.settings.max_attempts,
                 )
                 told = {"role": "user", "content": again}
-                fixed = await self._ask_for_fix(messages, base, tries, told, attempt, context)
+                fixed = await self._ask_again(messages, base, tries, told, attempt, context=context)
             attempt += 1
             await self.cells.rewrite(cell_id, source, fixed, attempt, cause="fix")
             source = fixed
@@ -376,24 +382,6 @@ class AgentRun(Retrying):
         )
         message = self.conversation.user_message(prompt, digest)
         return await self._ask_again(messages, base, tries, message, attempt, keep=True)
-
-    async def _ask_for_fix(
-        self,
-        messages: list[dict[str, Any]],
-        base: list[dict[str, Any]],
-        tries: list[Tried],
-        told: dict[str, Any],
-        attempt: int,
-        context: str,
-    ) -> str:
-        """The model's fixed code for the failing cell (see :meth:`_ask_again`)."""
-        fixed = await self._ask_again(messages, base, tries, told, attempt, context=context)
-        if fixed is None:
-            raise BadCodeBlock(
-                "The model answered without a fix for the failing cell.",
-                str(messages[-1].get("content") or ""),
-            )
-        return fixed
 
     async def _inspect_first(
         self, after_id: str | None, messages: list[dict[str, Any]]

@@ -35,6 +35,8 @@ ACCOUNT_CODE_CHARS = 1500
 ACCOUNT_RESULT_CHARS = 600
 #: How a fresh fix's account tells a fix that repeated the failed code.
 REPEATED = "not run, it would fail the same way"
+#: How it tells a fix whose reply had no code.
+NO_CODE = "no code in the reply, nothing was run"
 #: The notice when a result looks wrong and the model is asked to look again (the bench counts).
 LOOK_AGAIN_NOTICE = "The result looks wrong"
 
@@ -42,7 +44,7 @@ LOOK_AGAIN_NOTICE = "The result looks wrong"
 @dataclass(frozen=True)
 class Tried:
     """One try of a cell that did not work: its code, how it ended, what it returned (no code:
-    the try before's code proposed again, which was not run)."""
+    nothing was run, the ending says why: ``REPEATED`` or ``NO_CODE``)."""
 
     code: str
     ending: str
@@ -53,10 +55,13 @@ def account(tries: Sequence[Tried]) -> str:
     """The tries as a fresh fix tells them: each one's code and what happened, cut short."""
     parts = []
     for number, tried in enumerate(tries, 1):
-        if not tried.code:
+        if not tried.code and tried.ending == REPEATED:
             parts.append(
                 f"Try {number}: the code of try {number - 1} again, unchanged ({tried.ending})"
             )
+            continue
+        if not tried.code:
+            parts.append(f"Try {number}: {tried.ending}")
             continue
         code, _ = head_tail(tried.code.strip(), ACCOUNT_CODE_CHARS)
         returned, _ = head_tail(tried.returned.strip(), ACCOUNT_RESULT_CHARS)
