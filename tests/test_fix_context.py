@@ -34,6 +34,26 @@ def test_a_key_error_on_a_frame_gets_its_columns_and_the_closest(
     ]
 
 
+def test_a_column_with_spaces_around_its_name_is_said_and_how_to_use_it(
+    namespace: dict[str, Any],
+) -> None:
+    # A CSV header "DATE, WINDSPEED ,DIR" gives ' WINDSPEED ': the closest list alone did not
+    # make a small model use it (the bench's dev set has 11 such questions).
+    namespace["weather"] = pd.DataFrame({"DATE": [1], " WINDSPEED ": [2.0], "DIR": ["N"]})
+    code = "weather['WINDSPEED'].mean()"
+    lines = fix_context_here(namespace, "KeyError", "'WINDSPEED'", code)
+    assert "closest to 'WINDSPEED' among weather's columns: ' WINDSPEED '" in lines
+    assert (
+        "weather's column is ' WINDSPEED ', with spaces in its name: write"
+        " weather[' WINDSPEED '], or strip the names once after reading the file:"
+        " weather.columns = weather.columns.str.strip()"
+    ) in lines
+    # A name that differs otherwise (case, letters) gets no such line.
+    lines = fix_context_here(namespace, "KeyError", "'windspeed'", "weather['windspeed']")
+    assert not any("spaces in its name" in line for line in lines)
+    assert "closest to 'windspeed' among weather's columns: ' WINDSPEED '" in lines
+
+
 def test_a_key_error_on_a_dict_gets_its_keys(namespace: dict[str, Any]) -> None:
     lines = fix_context_here(namespace, "KeyError", "'alpah'", "prices['alpah']")
     assert lines == [
@@ -70,6 +90,8 @@ def test_a_missing_file_gets_the_files_of_its_folder(
     assert lines == [
         f"files in 'data' ({tmp_path / 'data'}): 'iris.csv'",
         "closest to 'Iris.csv': 'iris.csv'",
+        "if the file meant is 'iris.csv', write its name exactly as it is spelled there, even if"
+        " it looks misspelt",
     ]
     evalue = "[Errno 2] No such file or directory: 'nowhere/x.csv'"
     lines = fix_context_here(namespace, "FileNotFoundError", evalue, "open('nowhere/x.csv')")

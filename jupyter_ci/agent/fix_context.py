@@ -52,8 +52,18 @@ def quoted(names):
 def closest(word, names):
     strings = [str(name) for name in names]
     found = difflib.get_close_matches(str(word), strings, n=3, cutoff=0.5)
-    lowered = [name for name in strings if name.lower() == str(word).lower()]
+    same = str(word).strip().lower()
+    lowered = [name for name in strings if name.strip().lower() == same]
     return list(dict.fromkeys(lowered + found))
+
+
+def spaced(word, names):
+    # The names that are the missing one with spaces around it (a CSV header's ' WINDSPEED').
+    return [
+        str(name) for name in names
+        if str(name) != str(word) and str(name) != str(name).strip()
+        and str(name).strip() == str(word).strip()
+    ]
 
 
 def named_in(code):
@@ -102,6 +112,13 @@ def context(ns, ename, evalue, code):
             near = closest(missing, columns) if missing else []
             if near:
                 lines.append(f"closest to {missing!r} among {name}'s columns: {quoted(near)}")
+            odd = spaced(missing, columns) if missing else []
+            if odd:
+                lines.append(
+                    f"{name}'s column is {odd[0]!r}, with spaces in its name: write "
+                    f"{name}[{odd[0]!r}], or strip the names once after reading the file: "
+                    f"{name}.columns = {name}.columns.str.strip()"
+                )
         if ename == "KeyError":
             for name, mapping in mappings(ns, code):
                 keys = list(mapping)
@@ -129,6 +146,10 @@ def context(ns, ename, evalue, code):
         near = closest(os.path.basename(missing), entries)
         if near:
             lines.append(f"closest to {os.path.basename(missing)!r}: {quoted(near)}")
+            lines.append(
+                f"if the file meant is {near[0]!r}, write its name exactly as it is spelled "
+                "there, even if it looks misspelt"
+            )
     elif ename in ("TypeError", "ValueError") and re.search(
         r"dtype|convert|unsupported operand|not supported between|must be real number|"
         r"could not|invalid literal|Can only use .str",
