@@ -67,6 +67,10 @@ def kinds(outputs: list[dict[str, Any]], request: str = "") -> list[tuple[str, s
         ([out("@mean_fare[{mean:.2f}]\n")], [("answer", "@mean_fare[{mean:.2f}]")]),
         ([out("@mean_fare[]\n")], [("answer", "@mean_fare[]")]),
         ([out("@mean_fare[None]\n")], [("answer", "@mean_fare[None]")]),
+        # (an answer's value ends at its first "]")
+        ([out("@m[{df['fare'].mean():.2f}]\n")], [("answer", "@m[{df['fare']")]),
+        ([out("@m[{x!r}]\n")], [("answer", "@m[{x!r}]")]),
+        ([out("@m[{mean}]\n")], [("answer", "@m[{mean}]")]),
     ],
 )
 def test_suspicious_results(outputs: list[dict[str, Any]], expected: list[tuple[str, str]]) -> None:
@@ -87,6 +91,9 @@ def test_suspicious_results(outputs: list[dict[str, Any]], expected: list[tuple[
         [out("error_count = 3\n")],
         [out("/x.py:3: FutureWarning: the default will change\n", "stderr")],
         [out("@mean_fare[34.65]\n")],
+        # A category named "none", and a dict, are values like any other.
+        [out("@outliers[none]\n")],
+        [out("@counts[{'a': 1, 'b': 2}]\n")],
         [out("infinite loop avoided; nancy: 3\n")],
         [out("(no output)")],
     ],

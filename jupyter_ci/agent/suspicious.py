@@ -17,9 +17,10 @@ cell *reports*, never about data it merely shows (a table full of NaN is data, n
   error: a traceback (``Traceback (most recent call last)``), a printed exception
   (``KeyError: 'x'``, ``ValueError: ...``), or an error line (``Error: ...``,
   ``An error occurred: ...``, ``Error while reading ...: ...``);
-- ``answer``: an answer line ``@name[value]`` whose value is empty, NaN, infinite, ``None``,
-  holds ``{`` or ``}`` (an f-string that was not one), or is the placeholder the request's own
-  format line gives for that name (``@mean[value]`` printed as is).
+- ``answer``: an answer line ``@name[value]`` whose value is empty, NaN, infinite, Python's
+  ``None`` (not the word ``none``, a category like any other), holds an f-string's field that
+  was not filled in (``{mean:.2f}``; a dict's ``{'a': 1}`` is a value), or is the placeholder the
+  request's own format line gives for that name (``@mean[value]`` printed as is).
 
 Each concern is a :class:`Concern`: its kind and the text it was seen in (cut to
 :data:`EVIDENCE_CHARS`). With ``share_outputs`` off the model is told the kinds only.
@@ -66,7 +67,10 @@ _ERROR_LINE = re.compile(
     re.IGNORECASE | re.MULTILINE,
 )
 _ANSWER = re.compile(r"@([A-Za-z_][A-Za-z0-9_]*)\[([^\]]*)\]")
-_BAD_VALUE = re.compile(rf"^(?:{_NAN}|{_INF}|none|null)$", re.IGNORECASE)
+_BAD_VALUE = re.compile(rf"^(?:(?i:{_NAN}|{_INF})|None|null)$")
+#: An f-string's field left as written (``{name``, ``{df['x'].mean():.2f}``): a brace and a name;
+#: a dict's or a set's repr has a quote, a digit or a brace after its brace.
+_UNFILLED = re.compile(r"\{[A-Za-z_]")
 
 
 @dataclass(frozen=True)
@@ -101,8 +105,7 @@ def answer_concerns(text: str, request: str = "") -> list[Concern]:
         bad = (
             not value
             or _BAD_VALUE.match(value) is not None
-            or "{" in value
-            or "}" in value
+            or _UNFILLED.search(value) is not None
             or (name in given and value == given[name] and not _is_number(value))
         )
         if bad:
