@@ -591,6 +591,10 @@ def test_the_paired_rule_reruns_failures_and_suspicious_results_only(tmp_path: P
     assert "an answer's value cannot be right" in str(rerun_reason(odd, tmp_path, request))
     placeholder = {**wrong, "answers": {"mean": "value"}}
     assert rerun_reason(placeholder, tmp_path, request) is not None
+    # The final text not in the request's format (no answers read from it); no cell at all.
+    unformatted = {**wrong, "answers": {}, "answer": "The result is @mean 3.5."}
+    assert "request's format" in str(rerun_reason(unformatted, tmp_path, request))
+    assert rerun_reason({**wrong, "tries": []}, tmp_path, request) == "no cell ran"
     # A generated cell's final outputs: an error printed and swallowed.
     notebook = nbformat.v4.new_notebook()
     cell = nbformat.v4.new_code_cell("try: ...", metadata={"jupyter_ci": {"step": 1}})

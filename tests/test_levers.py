@@ -289,6 +289,35 @@ async def folder(tmp_path: Path) -> AsyncIterator[KernelWorkspace]:
 
 
 @pytest.mark.asyncio
+async def test_an_answer_about_a_data_file_no_cell_read_gets_one_more_look(
+    folder: KernelWorkspace,
+) -> None:
+    mean = "import pandas as pd\nprint(round(pd.read_csv('sales.csv').price.mean(), 2))"
+    script = [
+        Reply.text("From the preview: @mean[1.5]"),
+        Reply.code(mean, match="no code ran"),
+        Reply.text("@mean[2.25]"),
+    ]
+    with ScriptedModelServer(script) as server:
+        outcome = await run_loop(
+            folder, server, "The mean price in sales.csv, as @mean[value]", check_results=True
+        )
+        asked = [last_user(r) for r in server.chat_requests]
+    assert outcome.state is RunState.DONE, outcome.error
+    assert outcome.answer == "@mean[2.25]"
+    assert asked[1].startswith(
+        "Your answer looks wrong:\n- no code ran: the answer was not computed from the data file"
+        " the request names: `sales.csv`"
+    )
+    # Without a data file named, or with check_results off, the answer stands.
+    for prompt, check in (("What is 2 + 2, as @sum[value]?", True), ("Mean of sales.csv", False)):
+        with ScriptedModelServer([Reply.text("@sum[4]")]) as server:
+            outcome = await run_loop(folder, server, prompt, check_results=check)
+            assert len(server.chat_requests) == 1
+        assert outcome.answer == "@sum[4]"
+
+
+@pytest.mark.asyncio
 async def test_a_named_data_file_is_looked_at_first(folder: KernelWorkspace) -> None:
     script = [Reply.code("print(sales_data.price.mean())"), Reply.text("2.25")]
     recorder = Recorder()

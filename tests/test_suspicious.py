@@ -102,6 +102,37 @@ def test_what_is_left_alone(outputs: list[dict[str, Any]]) -> None:
     assert kinds(outputs) == []
 
 
+@pytest.mark.parametrize(
+    ("text", "evidence"),
+    [
+        ("The answer is @Switzerland[Switzerland].", "@Switzerland[Switzerland]."),
+        ("@country[Switzerland] @0[2]", "@0[2]"),
+        ("The mean is @mean 33.69 after removing them.", "@mean 33.69 after removing them."),
+        ("@mean_value[3.2]", "@mean_value[3.2]"),
+    ],
+)
+def test_an_answer_outside_the_requests_format(text: str, evidence: str) -> None:
+    request = "Answer in the format @country[name], @mean[value]."
+    assert answer_concerns(text, request) == [Concern("format", evidence)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "@country[Switzerland], @mean[3.2]",
+        "'@country[Switzerland]'",
+        "Mail me at someone@example.com: @mean[3.2]",  # an address is not an answer
+        "Only one of them: @mean[3.2]",
+    ],
+)
+def test_answers_in_the_requests_format_are_left_alone(text: str) -> None:
+    assert answer_concerns(text, "Answer in the format @country[name], @mean[value].") == []
+
+
+def test_without_a_format_any_answer_form_is_left_alone() -> None:
+    assert answer_concerns("The answer is @Switzerland[Switzerland].", "Which country?") == []
+
+
 def test_streams_are_read_as_the_notebook_shows_them() -> None:
     """Writes to one stream are joined first: a line split across two prints still counts."""
     assert kinds([out("mean: "), out("nan\n")]) == [("nan", "mean: nan")]

@@ -179,7 +179,7 @@ class AgentRun(Retrying):
             messages.append({"role": "assistant", "content": reply.text or code or ""})
             temperature = None
             if code is None:
-                concerns = self._answer_concerns(reply.text)
+                concerns = await self._answer_concerns(reply.text, ran=step > 0)
                 if concerns and not looked_again and step < self.settings.max_steps:
                     # One more look at an answer that cannot be right as written.
                     looked_again = True

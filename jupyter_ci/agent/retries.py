@@ -10,7 +10,8 @@
 - ``check_results``: a cell that ended well but whose result looks wrong
   (:mod:`.suspicious`) is shown to the model with what looks wrong, within ``max_attempts``; the
   model may fix it, or keep it (the same code, or no code). A final answer that looks wrong gets
-  one more look, while a step is left.
+  one more look, while a step is left: so does one about a data file the request names when no
+  cell of the run ran (answered from the file's preview, never computed).
 
 Each is written once here, for every workspace; :meth:`AgentRun._run_until_fixed
 <jupyter_ci.agent.loop.AgentRun._run_until_fixed>` uses them.
@@ -24,6 +25,7 @@ from typing import Any
 
 from ..options import temperature_schedule
 from .digest import head_tail
+from .inspect_first import named_files
 from .prompts import render
 from .review import Reviewing
 from .run_base import NO_STREAM
@@ -86,11 +88,18 @@ class Retrying(Reviewing):
             return []
         return output_concerns(execution.outputs, self.request.prompt)
 
-    def _answer_concerns(self, text: str) -> list[Concern]:
-        """What looks wrong in a final answer ([] when ``check_results`` is off)."""
+    async def _answer_concerns(self, text: str, *, ran: bool) -> list[Concern]:
+        """What looks wrong in a final answer ([] when ``check_results`` is off); ``ran``:
+        whether a cell of the run ran (an answer about a data file no cell read is one)."""
         if not self.settings.check_results:
             return []
-        return answer_concerns(text, self.request.prompt)
+        found = answer_concerns(text, self.request.prompt)
+        if not ran:
+            await self.files.start()
+            named = named_files(self.request.prompt, self.files.listed)
+            if named:
+                found.append(Concern("unrun", named[0]))
+        return found
 
     def _describe(self, concerns: Sequence[Concern]) -> str:
         """The concerns for the model: their evidence only when outputs may be shared."""

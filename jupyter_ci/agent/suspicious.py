@@ -20,7 +20,12 @@ cell *reports*, never about data it merely shows (a table full of NaN is data, n
 - ``answer``: an answer line ``@name[value]`` whose value is empty, NaN, infinite, Python's
   ``None`` (not the word ``none``, a category like any other), holds an f-string's field that
   was not filled in (``{mean:.2f}``; a dict's ``{'a': 1}`` is a value), or is the placeholder the
-  request's own format line gives for that name (``@mean[value]`` printed as is).
+  request's own format line gives for that name (``@mean[value]`` printed as is);
+- ``format``: when the request gives an answer format (``@name[...]``), an answer written
+  another way: an ``@`` name the format does not have (``@Switzerland[Switzerland]``), or one
+  of its names without its ``[value]`` (``@mean 33.7``);
+- ``unrun`` (the loop's, not this module's: it knows whether a cell ran): a final answer to a
+  request that names a data file of the kernel's folder, while no cell of the run ran.
 
 Each concern is a :class:`Concern`: its kind and the text it was seen in (cut to
 :data:`EVIDENCE_CHARS`). With ``share_outputs`` off the model is told the kinds only.
@@ -46,6 +51,8 @@ KINDS: dict[str, str] = {
     "swallowed": "an error was printed although the cell did not fail (an exception caught "
     "and printed?)",
     "answer": "an answer's value cannot be right as written",
+    "format": "an answer is not written in the request's format (@name[value], with its names)",
+    "unrun": "no code ran: the answer was not computed from the data file the request names",
 }
 
 _NAN = r"(?:nan|<NA>|NaT|(?:np\.|numpy\.)?float(?:64|32)?\(nan\))"
@@ -67,6 +74,9 @@ _ERROR_LINE = re.compile(
     re.IGNORECASE | re.MULTILINE,
 )
 _ANSWER = re.compile(r"@([A-Za-z_][A-Za-z0-9_]*)\[([^\]]*)\]")
+#: An ``@`` name as an answer line starts (not an address's or a decorator's: after a space, a
+#: quote or the start of a line), and what follows it.
+_AT_NAME = re.compile(r"(?:^|(?<=[\s\"'`(]))@(\w+)(\[?)", re.MULTILINE)
 _BAD_VALUE = re.compile(rf"^(?:(?i:{_NAN}|{_INF})|None|null)$")
 #: An f-string's field left as written (``{name``, ``{df['x'].mean():.2f}``): a brace and a name;
 #: a dict's or a set's repr has a quote, a digit or a brace after its brace.
@@ -110,6 +120,13 @@ def answer_concerns(text: str, request: str = "") -> list[Concern]:
         )
         if bad:
             found.append(Concern("answer", _cut(match.group(0))))
+    if given:
+        for match in _AT_NAME.finditer(text):
+            name, bracket = match.group(1), match.group(2)
+            if name not in given or not bracket:
+                line = text[match.start() :].split("\n", 1)[0]
+                found.append(Concern("format", _cut(line)))
+                break
     return found
 
 

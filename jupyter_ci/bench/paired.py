@@ -13,9 +13,11 @@ The rule (:func:`rerun_reason`): a task is re-run when in ``OUT``
 - the run ended for a reason outside the loop (``model_error``, ``kernel_error``,
   ``kernel_died``, ``internal_error``, ``other``): what it would have done is not known;
 - any try of a cell did not end ``ok`` (an error, a timeout...): the loop asked for a fix;
-- its final answer, or the final outputs of a generated cell, look suspicious
-  (:mod:`jupyter_ci.agent.suspicious`: NaN, inf, an empty frame, an error printed and
-  swallowed, an answer that cannot be right as written).
+- no cell ran (a final answer about the data that no cell computed looks suspicious);
+- its final answer (the answers read from it, and its text), or the final outputs of a
+  generated cell, look suspicious (:mod:`jupyter_ci.agent.suspicious`: NaN, inf, an empty
+  frame, an error printed and swallowed, an answer that cannot be right as written or is not
+  written in the request's format).
 
 Every other task is carried over. This is narrower than "the first attempt was not correct":
 a first attempt that was wrong while no cell failed and nothing looked suspicious runs the same
@@ -47,8 +49,8 @@ from .tasks import Task
 
 #: The rule, as the report and ``summary.json`` say it.
 RULE = (
-    "re-run when in OUT a cell failed, the answer or an output looked suspicious, or the run "
-    "ended outside the loop (model or kernel error); the others are carried over"
+    "re-run when in OUT a cell failed, no cell ran, the answer or an output looked suspicious, "
+    "or the run ended outside the loop (model or kernel error); the others are carried over"
 )
 
 #: Run end reasons that say nothing of what the loop would have done.
@@ -91,11 +93,15 @@ def rerun_reason(record: Mapping[str, Any] | None, base: Path, request: str = ""
     failed = [t for t in tries if isinstance(t, Mapping) and t.get("status") != "ok"]
     if failed:
         return f"a cell ended {failed[0].get('status')}"
+    if not tries:
+        return "no cell ran"
     answers = record.get("answers") or {}
     line = " ".join(f"@{name}[{value}]" for name, value in answers.items())
     notebook = record.get("notebook")
     outputs = generated_outputs(base / str(notebook)) if notebook else []
-    concerns = answer_concerns(line, request)
+    concerns = answer_concerns(line, request) + answer_concerns(
+        str(record.get("answer") or ""), request
+    )
     concerns += [c for cell in outputs for c in output_concerns(cell, request)]
     if concerns:
         return "suspicious: " + concerns[0].describe()
