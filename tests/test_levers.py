@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import nbformat
+import pandas as pd
 import pytest
 import pytest_asyncio
 from nbclient import NotebookClient
@@ -231,6 +232,25 @@ async def test_a_swallowed_error_is_looked_at_within_max_attempts(iris: KernelWo
     assert len(asked) == 2
     assert "- an error was printed although the cell did not fail" in asked[1]
     assert "`Error: 'petal_len'`" in asked[1]
+
+
+@pytest.mark.asyncio
+async def test_a_change_pandas_says_did_nothing_is_looked_at(iris: KernelWorkspace) -> None:
+    if int(pd.__version__.split(".")[0]) < 3:
+        pytest.skip("pandas before 3 changes the frame (no Copy-on-Write by default)")
+    chained = (
+        "import pandas as pd\ndf = pd.DataFrame({'a': [1.0, None]})\n"
+        "df['a'].fillna(0, inplace=True)\nprint(df['a'].isna().sum())"
+    )
+    assigned = chained.replace("df['a'].fillna(0, inplace=True)", "df['a'] = df['a'].fillna(0)")
+    script = [Reply.code(chained), Reply.code(assigned, match="a change did nothing")]
+    script.append(Reply.text("No value is missing now."))
+    with ScriptedModelServer(script) as server:
+        outcome = await run_loop(iris, server, "fill the gaps", check_results=True)
+        asked = [last_user(r) for r in server.chat_requests]
+    assert outcome.state is RunState.DONE, outcome.error
+    assert "df['a'].fillna(0, inplace=True)" in asked[1]
+    assert outcome.attempts == 2
 
 
 @pytest.mark.asyncio

@@ -133,6 +133,27 @@ def test_without_a_format_any_answer_form_is_left_alone() -> None:
     assert answer_concerns("The answer is @Switzerland[Switzerland].", "Which country?") == []
 
 
+#: pandas 3's warning for a chained in-place change, as a kernel shows it on stderr.
+CHAINED = (
+    "/tmp/ipykernel_1/2.py:7: ChainedAssignmentError: A value is being set on a copy of a "
+    "DataFrame or Series through chained assignment using an inplace method.\n"
+    "Such inplace method never works to update the original DataFrame or Series, because the "
+    "intermediate object on which we are setting values always behaves as a copy.\n\n"
+    "For example, when doing 'df[col].method(value, inplace=True)', try using "
+    "'df.method({col: value}, inplace=True)' instead.\n"
+    "  df['Self_Employed'].fillna('No', inplace=True)\n"
+)
+
+
+def test_a_change_pandas_says_did_nothing() -> None:
+    found = kinds([out("12\n"), out(CHAINED, "stderr")])
+    assert found == [("noop", "df['Self_Employed'].fillna('No', inplace=True)")]
+    # Another warning after it is not taken for its code line.
+    other = "/tmp/x.py:9: FutureWarning: the default will change\n  pd.concat(parts)\n"
+    found = kinds([out(CHAINED + other, "stderr")])
+    assert found == [("noop", "df['Self_Employed'].fillna('No', inplace=True)")]
+
+
 def test_streams_are_read_as_the_notebook_shows_them() -> None:
     """Writes to one stream are joined first: a line split across two prints still counts."""
     assert kinds([out("mean: "), out("nan\n")]) == [("nan", "mean: nan")]

@@ -17,6 +17,9 @@ cell *reports*, never about data it merely shows (a table full of NaN is data, n
   error: a traceback (``Traceback (most recent call last)``), a printed exception
   (``KeyError: 'x'``, ``ValueError: ...``), or an error line (``Error: ...``,
   ``An error occurred: ...``, ``Error while reading ...: ...``);
+- ``noop``: pandas warning that a change did nothing (``ChainedAssignmentError``: an in-place
+  method on a column, ``df[col].fillna(v, inplace=True)``, never changes the frame under
+  Copy-on-Write, pandas 3's default), so what follows used the data unchanged;
 - ``answer``: an answer line ``@name[value]`` whose value is empty, NaN, infinite, Python's
   ``None`` (not the word ``none``, a category like any other), holds an f-string's field that
   was not filled in (``{mean:.2f}``; a dict's ``{'a': 1}`` is a value), or is the placeholder the
@@ -50,6 +53,8 @@ KINDS: dict[str, str] = {
     "empty": "a data frame or series is empty",
     "swallowed": "an error was printed although the cell did not fail (an exception caught "
     "and printed?)",
+    "noop": "a change did nothing: pandas warns that an in-place method on a column never "
+    "changes the frame (assign the result instead: df[col] = df[col].method(...))",
     "answer": "an answer's value cannot be right as written",
     "format": "an answer is not written in the request's format (@name[value], with its names)",
     "unrun": "no code ran: the answer was not computed from the data file the request names",
@@ -63,6 +68,8 @@ _NAN_LINE = re.compile(_REPORTED.replace("VALUE", _NAN), re.IGNORECASE | re.MULT
 _INF_LINE = re.compile(_REPORTED.replace("VALUE", _INF), re.IGNORECASE | re.MULTILINE)
 _EMPTY = re.compile(r"^Empty DataFrame$|^Series\(\[\], ", re.MULTILINE)
 _TRACEBACK = re.compile(r"Traceback \(most recent call last\)")
+#: pandas' warning that a chained in-place change did nothing, and the code line it shows.
+_NOOP = re.compile(r"ChainedAssignmentError: [^\n]*(?:\n(?!\S*:\d+: )[^\n]*)*", re.MULTILINE)
 #: A printed exception: its class name (case-sensitive) and a colon, at the start of a line.
 _EXCEPTION_LINE = re.compile(
     r"^[ \t]*(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception)[ \t]*:", re.M
@@ -169,6 +176,10 @@ def output_concerns(outputs: Sequence[Mapping[str, Any]], request: str = "") -> 
         if match is not None:
             add("empty", text[match.start() :].split("\n", 1)[0])
         if kind == "stream":
+            match = _NOOP.search(text)
+            if match is not None:
+                shown = [line.strip() for line in match.group(0).split("\n") if line.strip()]
+                add("noop", shown[-1] if len(shown) > 1 else shown[0])
             for pattern in (_TRACEBACK, _EXCEPTION_LINE, _ERROR_LINE):
                 match = pattern.search(text)
                 if match is not None:
