@@ -139,69 +139,50 @@ async def test_a_fix_is_told_what_is_there(iris_workspace: KernelWorkspace) -> N
     assert "5.1" not in fix_request
 
 
-async def test_the_code_that_just_failed_is_never_run_again(workspace: KernelWorkspace) -> None:
-    script = [
-        Reply.code("value = 1/0"),
-        Reply.code("value = 1/0\n"),  # the same code (a trailing newline aside)
-        Reply.code("value = 1/1"),
-        Reply.text("It is 1."),
-    ]
+#: A fix that runs nothing, as the model may reply it: the failed code again (a trailing
+#: newline aside), or prose without code; the notice said, and how the model is asked again.
+NOTHING_TO_RUN = [
+    (
+        Reply.code("value = 1/0\n"),
+        "The model proposed the code that just failed again; it was not run (attempt 2/3).",
+        "Your corrected code is the code that just failed, unchanged, so it was not run",
+    ),
+    (
+        Reply.text("Division by zero is undefined, so the value cannot be computed."),
+        "The model replied without code for the failing cell (attempt 2/3).",
+        "Your reply had no code, so nothing was run (attempt 2 of 3",
+    ),
+]
+
+
+@pytest.mark.parametrize(("fix", "notice", "asked"), NOTHING_TO_RUN, ids=["same", "no code"])
+async def test_a_fix_that_runs_nothing_uses_an_attempt_and_is_asked_again(
+    workspace: KernelWorkspace, fix: Reply, notice: str, asked: str
+) -> None:
+    script = [Reply.code("value = 1/0"), fix, Reply.code("value = 1/1"), Reply.text("It is 1.")]
     recorder = Recorder()
     with ScriptedModelServer(script) as server:
         outcome = await run_loop(workspace, server, "divide", recorder=recorder)
         requests = server.chat_requests
     assert outcome.state is RunState.DONE, outcome.error
-    assert outcome.attempts == 2  # ran twice: the repeated code was not run
+    assert outcome.attempts == 2  # ran twice: the second fix ran nothing
     assert [e["attempt"] for e in recorder.of("attempt")] == [1, 3]
     notices = [e["text"] for e in recorder.of("message") if e["role"] == "notice"]
-    assert any(
-        "proposed the code that just failed again; it was not run (attempt 2/3)" in n
-        for n in notices
-    ), notices
+    assert notice in notices, notices
     asked_again = requests[2].body["messages"][-1]["content"]
-    assert "it was not run" in asked_again
+    assert asked_again.startswith(asked), asked_again
     assert "attempt 2 of 3" in asked_again
     (cell,) = [c for c in await workspace.read_cells() if c.id in outcome.cells]
     assert cell.source == "value = 1/1"
 
 
-async def test_repeating_the_failed_code_uses_up_the_attempts(workspace: KernelWorkspace) -> None:
-    with ScriptedModelServer([Reply.code("1/0", times=None)]) as server:
-        outcome = await run_loop(workspace, server, "divide", max_attempts=2)
-        assert len(server.chat_requests) == 2
-    assert (outcome.state, outcome.reason) == (RunState.FAILED, "max_attempts")
-    assert outcome.attempts == 1
-    assert isinstance(outcome.error, CellError)
-    assert outcome.error.ename == "ZeroDivisionError"
-
-
-async def test_a_fix_without_code_uses_an_attempt_and_is_asked_again(
-    workspace: KernelWorkspace,
+@pytest.mark.parametrize(
+    "fix", [Reply.code("1/0", times=None), Reply.text("I cannot fix it.", times=None)]
+)
+async def test_fixes_that_run_nothing_use_up_the_attempts(
+    workspace: KernelWorkspace, fix: Reply
 ) -> None:
-    script = [
-        Reply.code("value = 1/0"),
-        Reply.text("Division by zero is undefined, so the value cannot be computed."),
-        Reply.code("value = 1/1"),
-        Reply.text("It is 1."),
-    ]
-    recorder = Recorder()
-    with ScriptedModelServer(script) as server:
-        outcome = await run_loop(workspace, server, "divide", recorder=recorder)
-        requests = server.chat_requests
-    assert outcome.state is RunState.DONE, outcome.error
-    assert outcome.attempts == 2  # the prose reply ran nothing
-    assert [e["attempt"] for e in recorder.of("attempt")] == [1, 3]
-    notices = [e["text"] for e in recorder.of("message") if e["role"] == "notice"]
-    assert "The model replied without code for the failing cell (attempt 2/3)." in notices
-    asked_again = requests[2].body["messages"][-1]["content"]
-    assert asked_again.startswith("Your reply had no code, so nothing was run (attempt 2 of 3")
-    (cell,) = [c for c in await workspace.read_cells() if c.id in outcome.cells]
-    assert cell.source == "value = 1/1"
-
-
-async def test_fixes_without_code_use_up_the_attempts(workspace: KernelWorkspace) -> None:
-    script = [Reply.code("1/0"), Reply.text("I cannot fix this.", times=None)]
-    with ScriptedModelServer(script) as server:
+    with ScriptedModelServer([Reply.code("1/0"), fix]) as server:
         outcome = await run_loop(workspace, server, "divide", max_attempts=3)
         assert len(server.chat_requests) == 3
     # Ended as fixes that ran out end, with the cell's own error (not a bad reply).
