@@ -337,13 +337,23 @@ TERMINAL = ("done", "failed", "stopped", "refused", "reused", "unavailable")
 
 
 def wait_for_status(
-    page: Any, path: str, cell_index: int, states: Sequence[str], timeout: float = 120
+    page: Any,
+    path: str,
+    cell_index: int,
+    states: Sequence[str],
+    timeout: float = 120,
+    *,
+    finished: bool = False,
 ) -> dict[str, Any]:
-    """Wait until the status output of cell ``cell_index`` is in one of ``states``."""
+    """Wait until the status output of cell ``cell_index`` is in one of ``states`` (with
+    ``finished``: and has the run's ``finished`` event's summary, which follows the last
+    ``state`` event; the line is the same in both)."""
 
     def check() -> dict[str, Any] | None:
         status = status_of(cells(page, path)[cell_index])
-        return status if status and status.get("state") in states else None
+        if not status or status.get("state") not in states:
+            return None
+        return status if status.get("summary") or not finished else None
 
     result: dict[str, Any] = wait_until(
         check, timeout, f"status of cell {cell_index} in {list(states)}", lambda: dump(page, path)

@@ -197,7 +197,7 @@ def test_a_failed_ci_run_shows_the_servers_status_line_in_its_output_and_text_tw
 
     # While the fix is written: the server's line (the attempt being written, 2 of 2).
     assert wait_until(fixing_line, 90, "the fixing status") == "jupyter-ci: fixing — attempt 2/2"
-    status = wait_for_status(page, path, 1, TERMINAL)
+    status = wait_for_status(page, path, 1, TERMINAL, finished=True)
     assert status["state"] == "failed", dump(page, path)
     finished = next(
         event
