@@ -57,15 +57,6 @@ def closest(word, names):
     return list(dict.fromkeys(lowered + found))
 
 
-def spaced(word, names):
-    # The names that are the missing one with spaces around it (a CSV header's ' WINDSPEED').
-    return [
-        str(name) for name in names
-        if str(name) != str(word) and str(name) != str(name).strip()
-        and str(name).strip() == str(word).strip()
-    ]
-
-
 def named_in(code):
     return sorted(set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", code or "")))
 
@@ -112,7 +103,8 @@ def context(ns, ename, evalue, code):
             near = closest(missing, columns) if missing else []
             if near:
                 lines.append(f"closest to {missing!r} among {name}'s columns: {quoted(near)}")
-            odd = spaced(missing, columns) if missing else []
+            # The missing one with spaces around it (a CSV header's ' WINDSPEED').
+            odd = [c for c in near if c != c.strip() and c.strip() == str(missing).strip()]
             if odd:
                 lines.append(
                     f"{name}'s column is {odd[0]!r}, with spaces in its name: write "

@@ -57,13 +57,9 @@ def account(tries: Sequence[Tried]) -> str:
     """The tries as a fresh fix tells them: each one's code and what happened, cut short."""
     parts = []
     for number, tried in enumerate(tries, 1):
-        if not tried.code and tried.ending == REPEATED:
-            parts.append(
-                f"Try {number}: the code of try {number - 1} again, unchanged ({tried.ending})"
-            )
-            continue
-        if not tried.code:
-            parts.append(f"Try {number}: {tried.ending}")
+        if not tried.code:  # nothing ran: the same code again, or no code
+            again = f"the code of try {number - 1} again, unchanged ({tried.ending})"
+            parts.append(f"Try {number}: {again if tried.ending == REPEATED else tried.ending}")
             continue
         code, _ = head_tail(tried.code.strip(), ACCOUNT_CODE_CHARS)
         returned, _ = head_tail(tried.returned.strip(), ACCOUNT_RESULT_CHARS)

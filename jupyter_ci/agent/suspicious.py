@@ -179,7 +179,7 @@ def output_concerns(outputs: Sequence[Mapping[str, Any]], request: str = "") -> 
             match = _NOOP.search(text)
             if match is not None:
                 shown = [line.strip() for line in match.group(0).split("\n") if line.strip()]
-                add("noop", shown[-1] if len(shown) > 1 else shown[0])
+                add("noop", shown[-1])  # the code line, after the warning's text
             for pattern in (_TRACEBACK, _EXCEPTION_LINE, _ERROR_LINE):
                 match = pattern.search(text)
                 if match is not None:
