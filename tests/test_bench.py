@@ -383,7 +383,9 @@ def test_bench_end_to_end_with_the_scripted_model(tmp_path: Path) -> None:
         Reply.code("print(undefined_name)", match=r"Question: How many passengers"),
         # The first fix repeats the code that failed: not run, and counted in the record.
         Reply.code("print(undefined_name)", match=r"NameError"),
-        Reply.code(COUNT_CODE, match=r"Take a different approach"),
+        # The second replies without code: not run either, and counted apart.
+        Reply.text("Check that the name is defined.", match=r"Take a different approach"),
+        Reply.code(COUNT_CODE, match=r"Your reply had no code"),
         Reply.text("There are @count[4] passengers.", match=r"@count\[4\]"),
     ]
     out = tmp_path / "out"
@@ -392,7 +394,16 @@ def test_bench_end_to_end_with_the_scripted_model(tmp_path: Path) -> None:
         # ResourceWarning shown: an HTTP client left open at exit would say so.
         warnings = {"PYTHONWARNINGS": "default"}
         result = ci_bench(
-            str(root), *model, "--out", str(out), "--max-steps", "2", cwd=tmp_path, env=warnings
+            str(root),
+            *model,
+            "--out",
+            str(out),
+            "--max-steps",
+            "2",
+            "--max-attempts",
+            "4",
+            cwd=tmp_path,
+            env=warnings,
         )
         assert result.returncode == 0, result.stderr
         assert server.script.exhausted
@@ -426,10 +437,11 @@ def test_bench_end_to_end_with_the_scripted_model(tmp_path: Path) -> None:
     ]
     assert count["tries"][0]["cell"] == count["tries"][1]["cell"]
     assert (mean["repeated_fixes"], count["repeated_fixes"]) == (0, 1)
+    assert (mean["fixes_without_code"], count["fixes_without_code"]) == (0, 1)
     assert mean["first_attempt"] == {"answers": {"mean_fare": "34.65"}, "correct": True}
     assert count["first_attempt"] == {"answers": {}, "correct": False}
     # One prompt size per model call; the conversation grows from call to call.
-    assert (mean["model_calls"], count["model_calls"]) == (2, 4)
+    assert (mean["model_calls"], count["model_calls"]) == (2, 5)
     for line in lines:
         calls = line["call_prompt_tokens"]
         assert len(calls) == line["model_calls"]
@@ -445,7 +457,8 @@ def test_bench_end_to_end_with_the_scripted_model(tmp_path: Path) -> None:
     assert (summary["n"], summary["correct"], summary["accuracy"]) == (2, 1, 0.5)
     assert summary["attempts_mean"] == 1.5
     assert summary["repeated_fixes"] == 1
-    assert "fixes that repeated the failed code (not run): 1;" in result.stdout
+    assert summary["fixes_without_code"] == 1
+    assert "fixes that repeated the failed code (not run): 1, without code: 1;" in result.stdout
     assert summary["first_attempt_correct"] == 1
     assert summary["failures"]["wrong_answer"] == 1
     assert "accuracy: 1/2 correct (50.0%)" in result.stdout

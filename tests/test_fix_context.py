@@ -54,6 +54,34 @@ def test_a_column_with_spaces_around_its_name_is_said_and_how_to_use_it(
     assert "closest to 'windspeed' among weather's columns: ' WINDSPEED '" in lines
 
 
+@pytest.mark.parametrize(
+    "code",
+    [
+        "weather.dropna(subset=['WINDSPEED'])",  # KeyError: ['WINDSPEED']
+        "weather[['DATE', 'WINDSPEED']]",  # KeyError: "['WINDSPEED'] not in index"
+        "weather[['WINDSPEED']]",  # KeyError: "None of [Index(['WINDSPEED'], ...)] are in ..."
+        "weather.set_index(['WINDSPEED'])",  # KeyError: "None of ['WINDSPEED'] are in ..."
+        "weather.drop(columns=['WINDSPEED'])",  # KeyError: "['WINDSPEED'] not found in axis"
+    ],
+)
+def test_a_key_error_that_lists_the_missing_labels_names_the_first_of_them(
+    namespace: dict[str, Any], code: str
+) -> None:
+    # pandas does not raise KeyError('x') for a list of labels: its text is a list, or a
+    # sentence holding one (and an Index's dtype='str'). The bench's dev set failed on
+    # 6 such errors, which got the columns without the closest or the spaces' hint.
+    namespace["weather"] = pd.DataFrame({"DATE": [1], " WINDSPEED ": [2.0], "DIR": ["N"]})
+    with pytest.raises(KeyError) as raised:
+        eval(code, namespace)  # noqa: S307 - the test's own code, to get pandas' real text
+    evalue = str(raised.value)
+    assert "'WINDSPEED'" in evalue
+    assert evalue != "'WINDSPEED'"  # not the key's own repr
+    lines = fix_context_here(namespace, "KeyError", evalue, code)
+    assert "closest to 'WINDSPEED' among weather's columns: ' WINDSPEED '" in lines
+    assert any(line.startswith("weather's column is ' WINDSPEED '") for line in lines)
+    assert not any("'str'" in line for line in lines)
+
+
 def test_a_key_error_on_a_dict_gets_its_keys(namespace: dict[str, Any]) -> None:
     lines = fix_context_here(namespace, "KeyError", "'alpah'", "prices['alpah']")
     assert lines == [

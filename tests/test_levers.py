@@ -191,7 +191,8 @@ async def test_a_nan_result_is_looked_at_again(iris: KernelWorkspace) -> None:
     told = last_user(second)
     assert told.startswith("The cell ran (attempt 1 of 3), but its result looks wrong:\n")
     assert "- a result is NaN (not a number): `mean petal length: nan`" in told
-    assert "If the result is right as it is, reply with the same code unchanged." in told
+    # A NaN may be the answer: the model may keep it.
+    assert "If the last try's result is right as it is, reply with its code unchanged." in told
     notices = [e["text"] for e in recorder.of("message") if e["role"] == "notice"]
     assert any(
         text.startswith(
@@ -235,7 +236,10 @@ async def test_a_swallowed_error_is_looked_at_within_max_attempts(iris: KernelWo
 
 
 @pytest.mark.asyncio
-async def test_a_change_pandas_says_did_nothing_is_looked_at(iris: KernelWorkspace) -> None:
+@pytest.mark.parametrize("fresh", [False, True])
+async def test_a_change_pandas_says_did_nothing_is_looked_at(
+    iris: KernelWorkspace, fresh: bool
+) -> None:
     if int(pd.__version__.split(".")[0]) < 3:
         pytest.skip("pandas before 3 changes the frame (no Copy-on-Write by default)")
     chained = (
@@ -246,10 +250,14 @@ async def test_a_change_pandas_says_did_nothing_is_looked_at(iris: KernelWorkspa
     script = [Reply.code(chained), Reply.code(assigned, match="a change did nothing")]
     script.append(Reply.text("No value is missing now."))
     with ScriptedModelServer(script) as server:
-        outcome = await run_loop(iris, server, "fill the gaps", check_results=True)
+        outcome = await run_loop(
+            iris, server, "fill the gaps", check_results=True, fresh_fixes=fresh
+        )
         asked = [last_user(r) for r in server.chat_requests]
     assert outcome.state is RunState.DONE, outcome.error
     assert "df['a'].fillna(0, inplace=True)" in asked[1]
+    # A change that did nothing is never the result meant: keeping it is not offered.
+    assert "right as it is" not in asked[1]
     assert outcome.attempts == 2
 
 
@@ -285,11 +293,44 @@ async def test_a_final_answer_that_looks_wrong_gets_one_more_look(iris: KernelWo
     assert outcome.answer == "@mean[nan]"
     assert asked[3] == (
         "Your answer looks wrong:\n- an answer's value cannot be right as written: `@mean[nan]`"
-        "\n\nCheck it: reply with the code of a cell that finds the cause, or, if the answer is "
-        "right as it is, state it again without a code block."
+        "\n\nReply with the code of a cell that computes the answer from the data and prints it,"
+        " in one ```python block."
     )
     assert len(outcome.cells) == 2  # the look was a step of its own
     assert len(asked) == 5
+
+
+@pytest.mark.asyncio
+async def test_a_run_that_gives_no_answer_in_the_requests_format_gets_one_more_look(
+    iris: KernelWorkspace,
+) -> None:
+    mean = "print(round(iris.petal_length.mean(), 2))"
+    answered = "print(f'@mean[{round(iris.petal_length.mean(), 2)}]')"
+    script = [
+        Reply.code(mean),
+        Reply.text("The mean petal length is shown above."),
+        Reply.code(answered, match="no answer in the request's format"),
+        Reply.text("Done."),
+    ]
+    with ScriptedModelServer(script) as server:
+        outcome = await run_loop(
+            iris, server, "mean petal length, as @mean[value]", check_results=True
+        )
+        asked = [last_user(r) for r in server.chat_requests]
+    assert outcome.state is RunState.DONE, outcome.error
+    assert asked[2].startswith(
+        "Your answer looks wrong:\n- no answer in the request's format (@name[value]) was"
+        " printed or given: `@mean[value]`\n\nReply with the code of a cell"
+    )
+    assert len(outcome.cells) == 2
+    # The answer a cell printed in the format is an answer: the final text need not repeat it.
+    script = [Reply.code(answered), Reply.text("Done.")]
+    with ScriptedModelServer(script) as server:
+        outcome = await run_loop(
+            iris, server, "mean petal length, as @mean[value]", check_results=True
+        )
+        assert len(server.chat_requests) == 2
+    assert outcome.answer == "Done."
 
 
 # --- the inspecting first cell ---------------------------------------------------------------

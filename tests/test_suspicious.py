@@ -10,8 +10,11 @@ from jupyter_ci.agent.suspicious import (
     Concern,
     answer_concerns,
     describe_concerns,
+    may_be_right,
     output_concerns,
     placeholders,
+    printed,
+    unanswered,
 )
 
 
@@ -131,6 +134,31 @@ def test_answers_in_the_requests_format_are_left_alone(text: str) -> None:
 
 def test_without_a_format_any_answer_form_is_left_alone() -> None:
     assert answer_concerns("The answer is @Switzerland[Switzerland].", "Which country?") == []
+
+
+def test_a_run_that_gives_no_answer_in_the_requests_format() -> None:
+    request = "Answer in the format @mean[value], @n[count]."
+    final = "The new column has been created."
+    assert unanswered([final], request) == Concern("unanswered", "@mean[value]")
+    assert unanswered([final, "   a  b\n0  1  2\n"], request) == Concern(
+        "unanswered", "@mean[value]"
+    )
+    # One of its names written so, in the final answer or printed by a cell, is an answer.
+    assert unanswered(["It is @n[3]."], request) is None
+    assert unanswered([final, "@mean[2.5]\n"], request) is None
+    assert unanswered([final, *printed([out("@mean[2.5]\n")])], request) is None
+    # A name the format lacks is not one of its answers (that is the "format" rule's).
+    assert unanswered(["@average[2.5]"], request) == Concern("unanswered", "@mean[value]")
+    # Without a format, any answer is one.
+    assert unanswered([final], "What is the mean?") is None
+
+
+def test_which_results_may_be_right_as_they_are() -> None:
+    # A NaN or an empty frame may be the answer; an answer in the wrong format never is.
+    assert may_be_right([Concern("nan", "nan")])
+    assert may_be_right([Concern("format", "@x 1"), Concern("empty", "Empty DataFrame")])
+    assert not may_be_right([Concern("noop", "df['a'].fillna(0, inplace=True)")])
+    assert not may_be_right([Concern("format", "@x 1"), Concern("answer", "@mean[nan]")])
 
 
 #: pandas 3's warning for a chained in-place change, as a kernel shows it on stderr.

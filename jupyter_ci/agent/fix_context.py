@@ -79,9 +79,23 @@ def mappings(ns, code):
     return found[:5]
 
 
+def missing_key(evalue):
+    # KeyError's text: the key's repr ('x'), or pandas' list of labels it did not find
+    # (['x'], "['x', 'y'] not in index", "None of [Index(['x'], dtype='object')] are in the
+    # [columns]"): the first label then.
+    text = (evalue or "").strip()
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        text = text[1:-1]
+    labels = re.findall(r"(?<!dtype=)'([^']+)'", text)
+    if labels and text.startswith(("[", "None of [")):
+        return labels[0]
+    return text or None
+
+
 def missing_name(ename, evalue):
+    if ename == "KeyError":
+        return missing_key(evalue)
     patterns = {
-        "KeyError": r"^\s*['\"]?(.*?)['\"]?\s*$",
         "AttributeError": r"has no attribute '([^']+)'",
         "NameError": r"name '([^']+)' is not defined",
         "FileNotFoundError": r"No such file or directory: '([^']+)'",

@@ -48,10 +48,10 @@ from .outcome import RunOutcome
 from .packages import missing_package
 from .prompts import render
 from .request import Approver, EventCallback, ReviewDecision, RunRequest
-from .retries import NO_CODE, REPEATED, Retrying, Tried
+from .retries import KEEP_UNCHANGED, NO_CODE, REPEATED, Retrying, Tried
 from .run_base import ABANDONED, DIGEST_CHARS, NO_STREAM, _Finish, _Rejected
 from .states import RunState
-from .suspicious import Concern
+from .suspicious import Concern, may_be_right, printed
 from .workspace import Execution
 
 #: After Stop, the kernel is interrupted again every this many seconds while the cell still
@@ -172,6 +172,8 @@ class AgentRun(Retrying):
             step, after_id = 1, inspected
         looked_again = False
         temperature: float | None = None
+        #: What the run's cells printed (an answer in the request's format may be there).
+        outputs: list[str] = []
         while True:
             reply, code, cell_id = await self._generate(
                 messages, stream_after=after_id, temperature=temperature
@@ -179,7 +181,7 @@ class AgentRun(Retrying):
             messages.append({"role": "assistant", "content": reply.text or code or ""})
             temperature = None
             if code is None:
-                concerns = await self._answer_concerns(reply.text, ran=step > 0)
+                concerns = await self._answer_concerns(reply.text, ran=step > 0, outputs=outputs)
                 if concerns and not looked_again and step < self.settings.max_steps:
                     # One more look at an answer that cannot be right as written.
                     looked_again = True
@@ -197,7 +199,8 @@ class AgentRun(Retrying):
             after_id = cell_id
             if self.settings.mode == "insert":
                 raise _Finish(RunState.DONE, "inserted")
-            _, digest = await self._run_until_fixed(cell_id, code, messages)
+            execution, digest = await self._run_until_fixed(cell_id, code, messages)
+            outputs.extend(printed(execution.outputs))
             if step >= self.settings.max_steps:
                 raise _Finish(RunState.DONE, "max_steps")
             messages.append(
@@ -373,15 +376,17 @@ class AgentRun(Retrying):
         self._look_again_notice(concerns, attempt + 1)
         described = self._describe(concerns)
         tries.append(Tried(source, "It ran, but its result looks wrong", described))
+        keep = may_be_right(concerns)
         prompt = render(
             "cell_suspicious",
             attempt=attempt,
             max_attempts=self.settings.max_attempts,
             concerns=described,
             digest=self.conversation.wrap(digest.text),
+            keep=KEEP_UNCHANGED if keep else "",
         )
         message = self.conversation.user_message(prompt, digest)
-        return await self._ask_again(messages, base, tries, message, attempt, keep=True)
+        return await self._ask_again(messages, base, tries, message, attempt, keep=keep)
 
     async def _inspect_first(
         self, after_id: str | None, messages: list[dict[str, Any]]

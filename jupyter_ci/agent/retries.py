@@ -9,9 +9,11 @@
   with every failed try in it.
 - ``check_results``: a cell that ended well but whose result looks wrong
   (:mod:`.suspicious`) is shown to the model with what looks wrong, within ``max_attempts``; the
-  model may fix it, or keep it (the same code, or no code). A final answer that looks wrong gets
-  one more look, while a step is left: so does one about a data file the request names when no
-  cell of the run ran (answered from the file's preview, never computed).
+  model may fix it, or keep it (the same code, or no code), though it is offered to keep it only
+  when the result may be right as it is (a NaN may be; an answer in the wrong format never is:
+  :func:`~.suspicious.may_be_right`). A final answer that looks wrong gets one more look, while
+  a step is left, and is asked for code: so does one about a data file the request names when
+  no cell of the run ran (answered from the file's preview, never computed).
 
 Each is written once here, for every workspace; :meth:`AgentRun._run_until_fixed
 <jupyter_ci.agent.loop.AgentRun._run_until_fixed>` uses them.
@@ -29,7 +31,13 @@ from .inspect_first import named_files
 from .prompts import render
 from .review import Reviewing
 from .run_base import NO_STREAM
-from .suspicious import Concern, answer_concerns, describe_concerns, output_concerns
+from .suspicious import (
+    Concern,
+    answer_concerns,
+    describe_concerns,
+    output_concerns,
+    unanswered,
+)
 from .workspace import Execution
 
 #: Characters of a try's code, and of what it returned, in a fresh fix's account.
@@ -41,6 +49,8 @@ REPEATED = "not run, it would fail the same way"
 NO_CODE = "no code in the reply, nothing was run"
 #: The notice when a result looks wrong and the model is asked to look again (the bench counts).
 LOOK_AGAIN_NOTICE = "The result looks wrong"
+#: What a prompt adds when the model may keep a result that looks wrong (it may be right).
+KEEP_UNCHANGED = " If the last try's result is right as it is, reply with its code unchanged."
 
 
 @dataclass(frozen=True)
@@ -84,12 +94,18 @@ class Retrying(Reviewing):
             return []
         return output_concerns(execution.outputs, self.request.prompt)
 
-    async def _answer_concerns(self, text: str, *, ran: bool) -> list[Concern]:
+    async def _answer_concerns(
+        self, text: str, *, ran: bool, outputs: Sequence[str]
+    ) -> list[Concern]:
         """What looks wrong in a final answer ([] when ``check_results`` is off); ``ran``:
-        whether a cell of the run ran (an answer about a data file no cell read is one)."""
+        whether a cell of the run ran (an answer about a data file no cell read is one);
+        ``outputs``: the texts its cells printed (none in the request's format is one)."""
         if not self.settings.check_results:
             return []
         found = answer_concerns(text, self.request.prompt)
+        missing = unanswered([text, *outputs], self.request.prompt)
+        if missing is not None:
+            found.append(missing)
         if not ran:
             await self.files.start()
             named = named_files(self.request.prompt, self.files.listed)
@@ -128,14 +144,13 @@ class Retrying(Reviewing):
         ``tries`` instead (``context``: what is there, read from the kernel; ``keep``: the
         model may keep the last try's result)."""
         if self.settings.fresh_fixes:
-            keeping = " If the last try's result is right as it is, reply with its code unchanged."
             fresh = render(
                 "fix_fresh",
                 tries=len(tries),
                 max_attempts=self.settings.max_attempts,
                 account=self.conversation.wrap(account(tries)),
                 context=context,
-                keep=keeping if keep else "",
+                keep=KEEP_UNCHANGED if keep else "",
             )
             messages[:] = [*base, {"role": "user", "content": fresh}]
         else:

@@ -28,10 +28,17 @@ cell *reports*, never about data it merely shows (a table full of NaN is data, n
   another way: an ``@`` name the format does not have (``@Switzerland[Switzerland]``), or one
   of its names without its ``[value]`` (``@mean 33.7``);
 - ``unrun`` (the loop's, not this module's: it knows whether a cell ran): a final answer to a
-  request that names a data file of the kernel's folder, while no cell of the run ran.
+  request that names a data file of the kernel's folder, while no cell of the run ran;
+- ``unanswered`` (:func:`unanswered`): when the request gives an answer format, a final answer
+  that writes none of its names as ``@name[value]``, in a run none of whose cells printed one.
 
 Each concern is a :class:`Concern`: its kind and the text it was seen in (cut to
 :data:`EVIDENCE_CHARS`). With ``share_outputs`` off the model is told the kinds only.
+
+A NaN, an infinity, an empty frame or a printed error can be the right result; the other kinds
+never are (:data:`WRONG_AS_WRITTEN`), so when only those were seen the model is not offered to
+keep the result (:func:`may_be_right`): a small model offered that keeps it (the bench's
+1.5B model answered "the result is correct" to every answer written in the wrong format).
 """
 
 from __future__ import annotations
@@ -58,7 +65,11 @@ KINDS: dict[str, str] = {
     "answer": "an answer's value cannot be right as written",
     "format": "an answer is not written in the request's format (@name[value], with its names)",
     "unrun": "no code ran: the answer was not computed from the data file the request names",
+    "unanswered": "no answer in the request's format (@name[value]) was printed or given",
 }
+
+#: The kinds of concern whose result is wrong as it is written, whatever the data.
+WRONG_AS_WRITTEN = frozenset({"noop", "answer", "format", "unrun", "unanswered"})
 
 _NAN = r"(?:nan|<NA>|NaT|(?:np\.|numpy\.)?float(?:64|32)?\(nan\))"
 _INF = r"(?:[-+]?inf(?:inity)?|(?:np\.|numpy\.)?float(?:64|32)?\([-+]?inf\))"
@@ -137,6 +148,24 @@ def answer_concerns(text: str, request: str = "") -> list[Concern]:
     return found
 
 
+def unanswered(texts: Iterable[str], request: str) -> Concern | None:
+    """The concern when the request gives an answer format and none of ``texts`` (a final
+    answer, the outputs of the run's cells) writes one of its names as ``@name[value]``."""
+    given = placeholders(request)
+    if not given:
+        return None
+    for text in texts:
+        if any(match.group(1) in given for match in _ANSWER.finditer(text)):
+            return None
+    name, placeholder = next(iter(given.items()))
+    return Concern("unanswered", f"@{name}[{placeholder}]")
+
+
+def printed(outputs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The texts of a cell's outputs (streams, results), as the rules read them."""
+    return [text for _, text in _texts(outputs)]
+
+
 def _is_number(text: str) -> bool:
     try:
         float(text)
@@ -187,6 +216,12 @@ def output_concerns(outputs: Sequence[Mapping[str, Any]], request: str = "") -> 
                     break
         found.extend(c for c in answer_concerns(text, request) if c not in found)
     return found
+
+
+def may_be_right(concerns: Iterable[Concern]) -> bool:
+    """Whether the result these concerns were seen in may be right as it is (one of them is of
+    a kind that can be: see :data:`WRONG_AS_WRITTEN`)."""
+    return any(concern.kind not in WRONG_AS_WRITTEN for concern in concerns)
 
 
 def describe_concerns(concerns: Sequence[Concern], *, evidence: bool = True) -> str:

@@ -2,9 +2,9 @@
 
 Figures over the task records: accuracy (correct / n), the same for the first attempt alone
 (see :mod:`.runner`), the tasks the loop rescued (first attempt wrong, final answer right) and
-lost (first attempt right, final answer wrong), the fixes that repeated the failed code, the
-tasks whose final answer looked suspicious (NaN, inf, empty, a placeholder: see
-:mod:`jupyter_ci.agent.suspicious`), attempts per task (mean), generated cells
+lost (first attempt right, final answer wrong), the fixes that repeated the failed code and
+those without code, the tasks whose final answer looked suspicious (NaN, inf, empty, a
+placeholder: see :mod:`jupyter_ci.agent.suspicious`), attempts per task (mean), generated cells
 per task (mean), prompt and completion tokens (median and total), wall seconds per task (median,
 p90 and total), failures by category, and accuracy by level. A paired arm's summary also says
 how many tasks were re-run and carried over (see :mod:`.paired`). Medians are
@@ -72,6 +72,7 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "cells_mean": round(sum(r["cells"] for r in records) / n, 3) if n else 0.0,
         # Records from before the field have none (older results.jsonl resumed).
         "repeated_fixes": sum(int(record.get("repeated_fixes") or 0) for record in records),
+        "fixes_without_code": sum(int(r.get("fixes_without_code") or 0) for r in records),
         "looked_again": sum(int(record.get("looked_again") or 0) for record in records),
         "prompt_tokens": {"median": _median(prompt), "total": sum(prompt)},
         "completion_tokens": {"median": _median(completion), "total": sum(completion)},
@@ -114,7 +115,8 @@ def render_report(summary: dict[str, Any]) -> str:
         f" {summary.get('suspicious_answers', 0)}",
         f"attempts per task: mean {summary['attempts_mean']:.2f}"
         f" (cells per task: mean {summary['cells_mean']:.2f});"
-        f" fixes that repeated the failed code (not run): {summary.get('repeated_fixes', 0)};"
+        f" fixes that repeated the failed code (not run): {summary.get('repeated_fixes', 0)},"
+        f" without code: {summary.get('fixes_without_code', 0)};"
         f" results that looked wrong, looked at again: {summary.get('looked_again', 0)}",
         f"prompt tokens{estimated}: median {prompt['median']:,.0f}, total {prompt['total']:,}",
         f"completion tokens{estimated}: median {completion['median']:,.0f},"

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..agent.inspect_first import INSPECT_HEADER
-from ..agent.loop import SAME_CODE_NOTICE
+from ..agent.loop import NO_FIX_NOTICE, SAME_CODE_NOTICE
 from ..agent.retries import LOOK_AGAIN_NOTICE
 from ..agent.suspicious import answer_concerns, output_concerns
 from ..errors import ConfigError, exception_text
@@ -231,14 +231,15 @@ async def run_task(task: Task, settings: Settings, out_dir: Path) -> dict[str, A
     tries: list[dict[str, Any]] = []
     sources: dict[str, str] = {}
     first_prose: list[str] = []
-    #: Fixes that repeated the code that had just failed (the loop does not run them), and
-    #: results that looked wrong, which the model was asked to look at again (check_results).
-    repeated = looked_again = 0
+    #: Fixes that repeated the code that had just failed or had no code (the loop runs
+    #: neither), and results that looked wrong, which the model was asked to look at again
+    #: (check_results).
+    repeated = without_code = looked_again = 0
     #: The inspecting first cells (inspect_data): jupyter-ci's cells, not the model's attempts.
     inspecting: set[str] = set()
 
     def on_event(event: dict[str, Any]) -> None:
-        nonlocal repeated, looked_again
+        nonlocal repeated, without_code, looked_again
         kind = event["type"]
         text = str(event.get("text") or "")
         if kind in ("cell_inserted", "cell_updated"):
@@ -260,6 +261,8 @@ async def run_task(task: Task, settings: Settings, out_dir: Path) -> dict[str, A
                 first_prose.append(text)
         elif kind == "message" and text.startswith(SAME_CODE_NOTICE):
             repeated += 1
+        elif kind == "message" and text.startswith(NO_FIX_NOTICE):
+            without_code += 1
         elif kind == "message" and text.startswith(LOOK_AGAIN_NOTICE):
             looked_again += 1
         elif kind == "usage":
@@ -323,6 +326,7 @@ async def run_task(task: Task, settings: Settings, out_dir: Path) -> dict[str, A
         "notebook": f"notebooks/{name}.ipynb" if kept.is_file() else None,
         "tries": tries,
         "repeated_fixes": repeated,
+        "fixes_without_code": without_code,
         "looked_again": looked_again,
         "inspected": bool(inspecting),
         "suspicious": suspicious(answers, outputs, request),
