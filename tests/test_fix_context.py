@@ -133,6 +133,26 @@ def test_a_dtype_error_gets_the_dtypes(namespace: dict[str, Any]) -> None:
     assert lines[0].startswith("df's dtypes: petal_length: float64, Species: ")
 
 
+@pytest.mark.parametrize(
+    "evalue",
+    [
+        # scikit-learn's, for a model's fit (X) and its target (y), and numpy/scipy's.
+        "Input X contains NaN.\nLinearRegression does not accept missing values encoded as NaN",
+        "Input y contains NaN.",
+        "array must not contain infs or NaNs",
+    ],
+)
+def test_an_error_about_missing_values_gets_the_columns_that_have_them(evalue: str) -> None:
+    frame = pd.DataFrame({"age": [1.0, None], "fare": [2.0, 3.0], "deck": [None, "B"]})
+    lines = fix_context_here({"train": frame}, "ValueError", evalue, "fit(train[['age']])")
+    assert lines == [
+        "train's columns with missing values: 'age', 'deck' (drop or fill those rows in the"
+        " columns used before computing)"
+    ]
+    # Names only: no value of the frame is told.
+    assert "B" not in lines[0]
+
+
 def test_nothing_is_said_when_nothing_fits(namespace: dict[str, Any]) -> None:
     assert fix_context_here(namespace, "ZeroDivisionError", "division by zero", "1/0") == []
     assert fix_context_here(namespace, "KeyError", "'x'", "other['x']") == []

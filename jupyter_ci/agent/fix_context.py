@@ -10,7 +10,9 @@ what fits the error (:data:`FIX_CONTEXT_SOURCE`):
 - ``FileNotFoundError``: the files in the folder the path names (else the working folder), and
   those closest to the missing one;
 - a dtype error (``TypeError``/``ValueError`` about types or conversions): the dtypes of the
-  frames the code names.
+  frames the code names;
+- a ``ValueError`` about missing values (scikit-learn's "Input X contains NaN"): the columns of
+  those frames that have any.
 
 Names only, never values: it is sent with ``share_outputs`` off too (names, types and columns are
 what that setting keeps). Every list is bounded; it never raises, and says nothing when nothing
@@ -156,6 +158,19 @@ def context(ns, ename, evalue, code):
                 f"if the file meant is {near[0]!r}, write its name exactly as it is spelled "
                 "there, even if it looks misspelt"
             )
+    elif ename == "ValueError" and re.search(
+        r"contains? NaN|infs or NaNs|NaN values|missing values", evalue or ""
+    ):
+        for name, frame in frames(ns, code):
+            try:
+                gaps = [str(c) for c, n in frame.isna().sum().items() if n]
+            except Exception:
+                continue
+            if gaps:
+                lines.append(
+                    f"{name}'s columns with missing values: {quoted(gaps)} (drop or fill "
+                    "those rows in the columns used before computing)"
+                )
     elif ename in ("TypeError", "ValueError") and re.search(
         r"dtype|convert|unsupported operand|not supported between|must be real number|"
         r"could not|invalid literal|Can only use .str",
