@@ -300,39 +300,6 @@ async def test_a_final_answer_that_looks_wrong_gets_one_more_look(iris: KernelWo
     assert len(asked) == 5
 
 
-@pytest.mark.asyncio
-async def test_a_run_that_gives_no_answer_in_the_requests_format_gets_one_more_look(
-    iris: KernelWorkspace,
-) -> None:
-    mean = "print(round(iris.petal_length.mean(), 2))"
-    answered = "print(f'@mean[{round(iris.petal_length.mean(), 2)}]')"
-    script = [
-        Reply.code(mean),
-        Reply.text("The mean petal length is shown above."),
-        Reply.code(answered, match="no answer in the request's format"),
-        Reply.text("Done."),
-    ]
-    with ScriptedModelServer(script) as server:
-        outcome = await run_loop(
-            iris, server, "mean petal length, as @mean[value]", check_results=True
-        )
-        asked = [last_user(r) for r in server.chat_requests]
-    assert outcome.state is RunState.DONE, outcome.error
-    assert asked[2].startswith(
-        "Your answer looks wrong:\n- no answer in the request's format (@name[value]) was"
-        " printed or given: `@mean[value]`\n\nReply with the code of a cell"
-    )
-    assert len(outcome.cells) == 2
-    # The answer a cell printed in the format is an answer: the final text need not repeat it.
-    script = [Reply.code(answered), Reply.text("Done.")]
-    with ScriptedModelServer(script) as server:
-        outcome = await run_loop(
-            iris, server, "mean petal length, as @mean[value]", check_results=True
-        )
-        assert len(server.chat_requests) == 2
-    assert outcome.answer == "Done."
-
-
 # --- the inspecting first cell ---------------------------------------------------------------
 
 SALES = "item,price\napple,1.5\npear,2.25\nfig,3.0\n"
@@ -349,27 +316,59 @@ async def folder(tmp_path: Path) -> AsyncIterator[KernelWorkspace]:
         await workspace.close()
 
 
+READ = "import pandas as pd\nprice = pd.read_csv('sales.csv').price\n"
+
+
 @pytest.mark.asyncio
-async def test_an_answer_about_a_data_file_no_cell_read_gets_one_more_look(
-    folder: KernelWorkspace,
+@pytest.mark.parametrize(
+    ("script", "told"),
+    [
+        pytest.param(
+            [Reply.text("From the preview: @mean[1.5]")],
+            "- no code ran: the answer was not computed from the data file the request names:"
+            " `sales.csv`",
+            id="no cell ran",
+        ),
+        pytest.param(
+            [Reply.code(READ + "print(round(price.mean(), 2))"), Reply.text("It is shown above.")],
+            "- no answer in the request's format (@name[value]) was printed or given:"
+            " `@mean[value]`",
+            id="no answer in the format",
+        ),
+    ],
+)
+async def test_a_final_answer_that_is_no_answer_gets_one_more_look(
+    folder: KernelWorkspace, script: list[Reply], told: str
 ) -> None:
-    mean = "import pandas as pd\nprint(round(pd.read_csv('sales.csv').price.mean(), 2))"
-    script = [
-        Reply.text("From the preview: @mean[1.5]"),
-        Reply.code(mean, match="no code ran"),
-        Reply.text("@mean[2.25]"),
-    ]
+    answered = READ + "print(f'@mean[{round(price.mean(), 2)}]')"
+    script = [*script, Reply.code(answered, match="Your answer looks wrong"), Reply.text("Done.")]
     with ScriptedModelServer(script) as server:
         outcome = await run_loop(
             folder, server, "The mean price in sales.csv, as @mean[value]", check_results=True
         )
         asked = [last_user(r) for r in server.chat_requests]
     assert outcome.state is RunState.DONE, outcome.error
-    assert outcome.answer == "@mean[2.25]"
-    assert asked[1].startswith(
-        "Your answer looks wrong:\n- no code ran: the answer was not computed from the data file"
-        " the request names: `sales.csv`"
+    assert outcome.answer == "Done."
+    assert asked[-2] == (
+        f"Your answer looks wrong:\n{told}\n\nReply with the code of a cell that computes the"
+        " answer from the data and prints it, in one ```python block."
     )
+    cells = await folder.read_cells()
+    assert cells[-1].outputs[0]["text"] == "@mean[2.25]\n"
+
+
+@pytest.mark.asyncio
+async def test_a_final_answer_stands_when_the_run_answered_or_nothing_was_to_be_read(
+    folder: KernelWorkspace,
+) -> None:
+    # The answer a cell printed in the format is an answer: the final text need not repeat it.
+    answered = READ + "print(f'@mean[{round(price.mean(), 2)}]')"
+    with ScriptedModelServer([Reply.code(answered), Reply.text("Done.")]) as server:
+        outcome = await run_loop(
+            folder, server, "The mean price in sales.csv, as @mean[value]", check_results=True
+        )
+        assert len(server.chat_requests) == 2
+    assert outcome.answer == "Done."
     # Without a data file named, or with check_results off, the answer stands.
     for prompt, check in (("What is 2 + 2, as @sum[value]?", True), ("Mean of sales.csv", False)):
         with ScriptedModelServer([Reply.text("@sum[4]")]) as server:
