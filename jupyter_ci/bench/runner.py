@@ -11,7 +11,8 @@ first execution only (or, when no cell ran, in the model's first prose reply) an
 were correct. That is what a one-shot run (``--max-attempts 1 --max-steps 1``) with the same
 prompt would have produced when the model is deterministic (temperature 0): its first reply is
 the same. The inspecting first cell (``inspect_data``) is jupyter-ci's, not the model's: the
-first attempt is the first cell after it (and ``inspected`` says there was one).
+first attempt is the first cell after it (and ``inspected`` says there was one), and neither
+``attempts`` nor ``cells`` counts it.
 """
 
 from __future__ import annotations
@@ -287,7 +288,9 @@ async def run_task(task: Task, settings: Settings, out_dir: Path) -> dict[str, A
                 raise outcome.error
             state, reason, answer = outcome.state.value, outcome.reason, outcome.answer
             error = str(outcome.error) if outcome.error is not None else ""
-            attempts, cells = outcome.attempts, len(outcome.cells)
+            # The model's: the inspecting cell (one execution) is jupyter-ci's.
+            attempts = outcome.attempts - len(inspecting)
+            cells = len(outcome.cells) - len(inspecting)
             prompt_tokens = outcome.usage.prompt_tokens
             completion_tokens = outcome.usage.completion_tokens
             estimated, cost = outcome.usage.estimated, outcome.usage.cost
@@ -301,7 +304,7 @@ async def run_task(task: Task, settings: Settings, out_dir: Path) -> dict[str, A
     if first_digest:
         first = extract_answers(first_digest)
     else:
-        first = extract_answers(first_prose[:1] if cells == len(inspecting) else [])
+        first = extract_answers(first_prose[:1] if cells == 0 else [])
     return {
         "id": task.id,
         "level": task.level,
