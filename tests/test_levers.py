@@ -331,7 +331,7 @@ READ = "import pandas as pd\nprice = pd.read_csv('sales.csv').price\n"
         ),
         pytest.param(
             [Reply.code(READ + "print(round(price.mean(), 2))"), Reply.text("It is shown above.")],
-            "- no answer in the request's format (@name[value]) was printed or given:"
+            "- no answer was printed or given in the request's format, @name[value]:"
             " `@mean[value]`",
             id="no answer in the format",
         ),
@@ -342,9 +342,14 @@ async def test_a_final_answer_that_is_no_answer_gets_one_more_look(
 ) -> None:
     answered = READ + "print(f'@mean[{round(price.mean(), 2)}]')"
     script = [*script, Reply.code(answered, match="Your answer looks wrong"), Reply.text("Done.")]
+    recorder = Recorder()
     with ScriptedModelServer(script) as server:
         outcome = await run_loop(
-            folder, server, "The mean price in sales.csv, as @mean[value]", check_results=True
+            folder,
+            server,
+            "The mean price in sales.csv, as @mean[value]",
+            check_results=True,
+            recorder=recorder,
         )
         asked = [last_user(r) for r in server.chat_requests]
     assert outcome.state is RunState.DONE, outcome.error
@@ -353,6 +358,11 @@ async def test_a_final_answer_that_is_no_answer_gets_one_more_look(
         f"Your answer looks wrong:\n{told}\n\nReply with the code of a cell that computes the"
         " answer from the data and prints it, in one ```python block."
     )
+    # The user is told too, in the run's words (the kind without its evidence).
+    kind = told[2:].rsplit(": `", 1)[0]
+    notices = [e["text"] for e in recorder.of("message") if e["role"] == "notice"]
+    looks = [text for text in notices if text.startswith(LOOK_AGAIN_NOTICE)]
+    assert looks == [f"{LOOK_AGAIN_NOTICE} ({kind}); the model is asked to look again."]
     cells = await folder.read_cells()
     assert cells[-1].outputs[0]["text"] == "@mean[2.25]\n"
 

@@ -65,7 +65,7 @@ KINDS: dict[str, str] = {
     "answer": "an answer's value cannot be right as written",
     "format": "an answer is not written in the request's format (@name[value], with its names)",
     "unrun": "no code ran: the answer was not computed from the data file the request names",
-    "unanswered": "no answer in the request's format (@name[value]) was printed or given",
+    "unanswered": "no answer was printed or given in the request's format, @name[value]",
 }
 
 #: The kinds of concern whose result is wrong as it is written, whatever the data.
