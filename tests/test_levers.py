@@ -321,24 +321,33 @@ READ = "import pandas as pd\nprice = pd.read_csv('sales.csv').price\n"
 
 @pytest.mark.asyncio
 @pytest.mark.parametrize(
-    ("script", "told"),
+    ("script", "told", "inspect"),
     [
         pytest.param(
             [Reply.text("From the preview: @mean[1.5]")],
             "- no code ran: the answer was not computed from the data file the request names:"
             " `sales.csv`",
+            False,
             id="no cell ran",
+        ),
+        pytest.param(
+            [Reply.text("From the look at the data: @mean[1.5]")],
+            "- no code ran: the answer was not computed from the data file the request names:"
+            " `sales.csv`",
+            True,
+            id="only the look at the data ran",
         ),
         pytest.param(
             [Reply.code(READ + "print(round(price.mean(), 2))"), Reply.text("It is shown above.")],
             "- no answer was printed or given in the request's format, @name[value]:"
             " `@mean[value]`",
+            False,
             id="no answer in the format",
         ),
     ],
 )
 async def test_a_final_answer_that_is_no_answer_gets_one_more_look(
-    folder: KernelWorkspace, script: list[Reply], told: str
+    folder: KernelWorkspace, script: list[Reply], told: str, inspect: bool
 ) -> None:
     answered = READ + "print(f'@mean[{round(price.mean(), 2)}]')"
     script = [*script, Reply.code(answered, match="Your answer looks wrong"), Reply.text("Done.")]
@@ -349,6 +358,7 @@ async def test_a_final_answer_that_is_no_answer_gets_one_more_look(
             server,
             "The mean price in sales.csv, as @mean[value]",
             check_results=True,
+            inspect_data=inspect,
             recorder=recorder,
         )
         asked = [last_user(r) for r in server.chat_requests]

@@ -170,9 +170,11 @@ class AgentRun(Retrying):
         inspected = await self._inspect_first(after_id, messages)
         if inspected is not None:
             step, after_id = 1, inspected
+        #: The steps before the model's first cell (the look at the data is jupyter-ci's).
+        ours = step
         looked_again = False
         temperature: float | None = None
-        #: What the run's cells printed (an answer in the request's format may be there).
+        #: What the model's cells printed (an answer in the request's format may be there).
         outputs: list[str] = []
         while True:
             reply, code, cell_id = await self._generate(
@@ -181,7 +183,7 @@ class AgentRun(Retrying):
             messages.append({"role": "assistant", "content": reply.text or code or ""})
             temperature = None
             if code is None:
-                concerns = await self._answer_concerns(reply.text, ran=step > 0, outputs=outputs)
+                concerns = await self._answer_concerns(reply.text, ran=step > ours, outputs=outputs)
                 if concerns and not looked_again and step < self.settings.max_steps:
                     # One more look at an answer that cannot be right as written.
                     looked_again = True

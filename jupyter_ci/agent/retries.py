@@ -13,7 +13,8 @@
   when the result may be right as it is (a NaN may be; an answer in the wrong format never is:
   :func:`~.suspicious.may_be_right`). A final answer that looks wrong gets one more look, while
   a step is left, and is asked for code: so does one about a data file the request names when
-  no cell of the run ran (answered from the file's preview, never computed).
+  none of the model's cells ran (answered from the file's preview or the look at the data,
+  never computed).
 
 Each is written once here, for every workspace; :meth:`AgentRun._run_until_fixed
 <jupyter_ci.agent.loop.AgentRun._run_until_fixed>` uses them.

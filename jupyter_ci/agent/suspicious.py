@@ -28,7 +28,8 @@ cell *reports*, never about data it merely shows (a table full of NaN is data, n
   another way: an ``@`` name the format does not have (``@Switzerland[Switzerland]``), or one
   of its names without its ``[value]`` (``@mean 33.7``);
 - ``unrun`` (the loop's, not this module's: it knows whether a cell ran): a final answer to a
-  request that names a data file of the kernel's folder, while no cell of the run ran;
+  request that names a data file of the kernel's folder, while none of the model's cells ran
+  (the first look at the data, ``inspect_data``, is jupyter-ci's);
 - ``unanswered`` (:func:`unanswered`): when the request gives an answer format, a final answer
   that writes none of its names as ``@name[value]``, in a run none of whose cells printed one.
 
