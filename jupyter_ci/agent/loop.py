@@ -48,7 +48,7 @@ from .outcome import RunOutcome
 from .packages import missing_package
 from .prompts import render
 from .request import Approver, EventCallback, ReviewDecision, RunRequest
-from .retries import KEEP_UNCHANGED, NO_CODE, REPEATED, Retrying, Tried
+from .retries import KEEP_UNCHANGED, LOOKS_WRONG, NO_CODE, REPEATED, Retrying, Tried
 from .run_base import ABANDONED, DIGEST_CHARS, NO_STREAM, _Finish, _Rejected
 from .states import RunState
 from .suspicious import Concern, may_be_right, printed
@@ -374,7 +374,7 @@ class AgentRun(Retrying):
     ) -> str | None:
         """The cell ended well but its result looks wrong: tell the model what, and return its
         new code (None, or the same code, when it keeps the result)."""
-        self._move(RunState.FIXING)
+        self._move(RunState.FIXING, LOOKS_WRONG)
         self._look_again_notice(concerns, attempt + 1)
         described = self._describe(concerns)
         tries.append(Tried(source, "It ran, but its result looks wrong", described))

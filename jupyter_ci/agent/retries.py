@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..options import temperature_schedule
+from ..vocabulary import constant
 from .digest import head_tail
 from .inspect_first import named_files
 from .prompts import render
@@ -50,6 +51,8 @@ REPEATED = "not run, it would fail the same way"
 NO_CODE = "no code in the reply, nothing was run"
 #: The notice when a result looks wrong and the model is asked to look again (the bench counts).
 LOOK_AGAIN_NOTICE = "The result looks wrong"
+#: The reason of the fixing state then (the panel's step says a result, not an error).
+LOOKS_WRONG: str = constant("LooksWrongReason")
 #: What a prompt adds when the model may keep a result that looks wrong (it may be right).
 KEEP_UNCHANGED = " If the last try's result is right as it is, reply with its code unchanged."
 

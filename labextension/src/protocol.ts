@@ -151,6 +151,13 @@ export type CellMetadataKey = 'jupyter_ci';
 export type RateLimitedReason = 'rate_limited';
 
 /**
+ * The reason of a fixing state event when the cell ran without an error but its
+ * result looks wrong (check_results): the model is asked to look at a result,
+ * not to fix an error.
+ */
+export type LooksWrongReason = 'looks_wrong';
+
+/**
  * How long a frontend or workspace waits for an execute_reply once the kernel
  * is idle again after the request (seconds): an interrupt that lands in the
  * kernel's request handler, outside the cell's code, ends the request without a
@@ -262,12 +269,14 @@ export interface IEventBase {
  * The run moved to another state, or its status line changed within one; text
  * is its status line, composed by the server (the browser displays it). For
  * awaiting_approval, reason says what is asked: '' (a cell to run) or
- * missing_package (a %pip install cell: Install and continue). reason
- * rate_limited (RateLimitedReason): the state is unchanged, only its line: the
- * model waits out a rate limit before retrying (text: 'jupyter-ci: rate limited
- * — retrying in 6 s (1/2)'), or that wait is over (text: the state's own line
- * again). Every view that counts attempts reads attempt and max_attempts from
- * here and from AttemptEvent, never a count of its own.
+ * missing_package (a %pip install cell: Install and continue). For fixing,
+ * reason is looks_wrong (LooksWrongReason) when the cell ran but its result
+ * looks wrong, else ''. reason rate_limited (RateLimitedReason): the state is
+ * unchanged, only its line: the model waits out a rate limit before retrying
+ * (text: 'jupyter-ci: rate limited — retrying in 6 s (1/2)'), or that wait is
+ * over (text: the state's own line again). Every view that counts attempts
+ * reads attempt and max_attempts from here and from AttemptEvent, never a count
+ * of its own.
  */
 export interface IStateEvent extends IEventBase {
   type: 'state';
@@ -1144,6 +1153,7 @@ export interface IProtocolDefinitions {
   RunMetadataKey: RunMetadataKey;
   CellMetadataKey: CellMetadataKey;
   RateLimitedReason: RateLimitedReason;
+  LooksWrongReason: LooksWrongReason;
   ReplyGraceSeconds: ReplyGraceSeconds;
   ErrorInfo: IErrorInfo;
   Usage: IUsage;
@@ -1384,6 +1394,13 @@ export const CELL_METADATA_KEY: CellMetadataKey = 'jupyter_ci';
  * rate limit: the state is unchanged, only its status line (text) changes.
  */
 export const RATE_LIMITED_REASON: RateLimitedReason = 'rate_limited';
+
+/**
+ * The reason of a fixing state event when the cell ran without an error but its
+ * result looks wrong (check_results): the model is asked to look at a result,
+ * not to fix an error.
+ */
+export const LOOKS_WRONG_REASON: LooksWrongReason = 'looks_wrong';
 
 /**
  * How long a frontend or workspace waits for an execute_reply once the kernel

@@ -94,6 +94,7 @@ export const VALID: ISample[] = [
   valid('HeldBackErrorName', 'JupyterCIHeldBack'),
   valid('ResumeMetadataKey', 'jupyter_ci_resume'),
   valid('RateLimitedReason', 'rate_limited'),
+  valid('LooksWrongReason', 'looks_wrong'),
   valid('RunMetadataKey', 'jupyter_ci_run'),
   valid('CellMetadataKey', 'jupyter_ci'),
   valid('ReplyGraceSeconds', 3),

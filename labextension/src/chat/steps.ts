@@ -1,6 +1,7 @@
 import {
   CELL_STATUS_TITLES,
   END_REASON_TITLES,
+  LOOKS_WRONG_REASON,
   RATE_LIMITED_REASON
 } from '../protocol';
 import type {
@@ -15,7 +16,8 @@ import type {
 
 /**
  * One line of a run's progress in the panel ("Cell 1 inserted",
- * "Error → fixing, attempt 2/3", ...), linking to its cell when it has one.
+ * "Error → fixing, attempt 2/3", "Result looks wrong → fixing, ...", ...), linking to its cell
+ * when it has one.
  */
 export interface IStep {
   label: string;
@@ -181,8 +183,11 @@ export function applyEvent(
           typeof event.max_attempts === 'number'
             ? `, attempt ${event.attempt}/${event.max_attempts}`
             : '';
+        // A cell that ran but whose result looks wrong is looked at, not an error.
+        const cause =
+          event.reason === LOOKS_WRONG_REASON ? 'Result looks wrong' : 'Error';
         steps.push({
-          label: `Error → fixing${count}`,
+          label: `${cause} → fixing${count}`,
           cellId: next.proposal?.cellId ?? null,
           status: 'active'
         });

@@ -1,0 +1,88 @@
+"""A result that looks wrong (``check_results``) in real JupyterLab, as a user meets it: a
+``%%ci --check-results`` whose first cell prints NaN is looked at again within its attempts, the
+cell is fixed in place (attempt 2/3), and the panel's conversation says why, in its notice.
+
+The model is the scripted server; the kernel is real; the labextension is the built one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jupyter_ci.agent.retries import LOOK_AGAIN_NOTICE
+from jupyter_ci.testing import Reply, ScriptedModelServer
+
+from .chat import conversation_text, messages, open_chat, set_theme, steps
+from .lab import Lab, screenshot
+from .notebooks import (
+    TERMINAL,
+    activate,
+    cells,
+    dump,
+    generated,
+    open_lab_app,
+    open_notebook,
+    run_all,
+    text_of,
+    wait_for_status,
+    wait_until,
+    write_iris,
+    write_notebook,
+)
+
+READ = 'import pandas as pd\ndf = pd.read_csv("iris.csv")\n'
+NAN = READ + 'print("mean:", df["petal_len"].mean() if "petal_len" in df else float("nan"))'
+RIGHT = READ + 'print(f"@mean[{df.petal_length.mean():.2f}]")'
+
+
+def test_a_result_that_looks_wrong_is_looked_at_again_and_said(
+    model_context: Any, model_lab: Lab, model: ScriptedModelServer
+) -> None:
+    model.set_script(
+        [
+            Reply.code(NAN),
+            Reply.code(RIGHT, match="its result looks wrong"),
+            Reply.text("The mean petal length is @mean[4.30]."),
+        ]
+    )
+    write_iris(model_lab)
+    request = "%%ci --check-results the mean petal length of iris.csv, as @mean[value]"
+    path = write_notebook(model_lab, ["%load_ext jupyter_ci", request])
+    page = model_context.new_page()
+    open_lab_app(page, model_lab)
+    open_notebook(page, path)
+    open_chat(page)
+    activate(page, path)
+
+    run_all(page, path)
+    status = wait_for_status(page, path, 1, TERMINAL)
+    assert status["state"] == "done", dump(page, path)
+
+    # One cell, fixed in place: its second attempt is the one that printed the answer.
+    all_cells = cells(page, path)
+    (fixed,) = generated(all_cells)
+    assert fixed["source"] == RIGHT
+    assert fixed["metadata"]["jupyter_ci"]["attempt"] == 2
+    assert text_of(fixed["outputs"]) == "@mean[4.30]\n"  # write_iris's rows
+    plain = text_of(all_cells[1]["outputs"][:1])
+    assert plain.startswith("jupyter-ci: done — 1 cell, 2 attempts,"), plain
+
+    # The panel tells why the cell was asked again.
+    expected = (
+        f"{LOOK_AGAIN_NOTICE} (a result is NaN (not a number)); the model is asked to look "
+        "again (attempt 2/3)."
+    )
+    wait_until(
+        lambda: expected in messages(page, "notice"),
+        30,
+        "the notice",
+        lambda: conversation_text(page),
+    )
+    # Its steps say a result looked wrong, not that the cell failed.
+    shown = steps(page)
+    assert "Result looks wrong → fixing, attempt 2/3" in shown, shown
+    assert not any(step.startswith("Error") for step in shown), shown
+    # Legible in both themes (looked at in the screenshots; test_theme checks the contrast).
+    for name, theme in (("dark", "JupyterLab Dark"), ("light", "JupyterLab Light")):
+        set_theme(page, theme)
+        screenshot(page, f"look_again_{name}")
