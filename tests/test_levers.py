@@ -196,7 +196,7 @@ async def test_a_nan_result_is_looked_at_again(iris: KernelWorkspace) -> None:
     notices = [e["text"] for e in recorder.of("message") if e["role"] == "notice"]
     assert any(
         text.startswith(
-            f"{LOOK_AGAIN_NOTICE} (a result is NaN (not a number)); the model is "
+            f"{LOOK_AGAIN_NOTICE}: a result is NaN (not a number). The model is "
             "asked to look again (attempt 2/3)"
         )
         for text in notices
@@ -372,7 +372,7 @@ async def test_a_final_answer_that_is_no_answer_gets_one_more_look(
     kind = told[2:].rsplit(": `", 1)[0]
     notices = [e["text"] for e in recorder.of("message") if e["role"] == "notice"]
     looks = [text for text in notices if text.startswith(LOOK_AGAIN_NOTICE)]
-    assert looks == [f"{LOOK_AGAIN_NOTICE} ({kind}); the model is asked to look again."]
+    assert looks == [f"{LOOK_AGAIN_NOTICE}: {kind}. The model is asked to look again."]
     cells = await folder.read_cells()
     assert cells[-1].outputs[0]["text"] == "@mean[2.25]\n"
 
@@ -522,7 +522,7 @@ def test_the_levers_in_the_kernel_too(tmp_path: Path) -> None:
     assert "sales: 3 rows x 2 columns" in first  # the look, in the kernel's own folder
     assert sent == [None, 0.5, None]
     said = "".join(o.get("text", "") for o in notebook.cells[1].outputs)
-    assert "The result looks wrong (a result is NaN (not a number))" in said
+    assert "The result looks wrong: a result is NaN (not a number)." in said
     assert "done — 2 cells, 3 attempts" in said
     # The frame the look loaded is the user's now: the next cell uses it.
     assert notebook.cells[2].outputs[0]["text"] == "3\n"

@@ -128,7 +128,7 @@ class Retrying(Reviewing):
         self.emit(
             "message",
             role="notice",
-            text=f"{LOOK_AGAIN_NOTICE} ({what}); the model is asked to look again{where}.",
+            text=f"{LOOK_AGAIN_NOTICE}: {what}. The model is asked to look again{where}.",
         )
 
     async def _ask_again(

@@ -69,7 +69,7 @@ def test_a_result_that_looks_wrong_is_looked_at_again_and_said(
 
     # The panel tells why the cell was asked again.
     expected = (
-        f"{LOOK_AGAIN_NOTICE} (a result is NaN (not a number)); the model is asked to look "
+        f"{LOOK_AGAIN_NOTICE}: a result is NaN (not a number). The model is asked to look "
         "again (attempt 2/3)."
     )
     wait_until(

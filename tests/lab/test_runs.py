@@ -746,7 +746,7 @@ async def test_the_levers_after_a_failure_in_jupyterlab(
     states = [e["state"] for e in events if e["type"] == "state"]
     assert states[:4] == ["generating", "executing", "fixing", "executing"]
     notices = [e["text"] for e in events if e["type"] == "message" and e["role"] == "notice"]
-    assert any(text.startswith("The result looks wrong (a result is NaN") for text in notices)
+    assert any(text.startswith("The result looks wrong: a result is NaN") for text in notices)
     fix = model_server.chat_requests[1].body
     assert fix["temperature"] == 0.8
     assert [m["role"] for m in fix["messages"]][-2:] == ["user", "user"]
