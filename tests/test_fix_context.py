@@ -68,8 +68,8 @@ def test_a_key_error_that_lists_the_missing_labels_names_the_first_of_them(
     namespace: dict[str, Any], code: str
 ) -> None:
     # pandas does not raise KeyError('x') for a list of labels: its text is a list, or a
-    # sentence holding one (and an Index's dtype='str'). The bench's dev set failed on
-    # 6 such errors, which got the columns without the closest or the spaces' hint.
+    # sentence holding one (and an Index's dtype='str'). 3 of the bench's dev questions end
+    # on such an error (2 on a column with spaces): they got no closest match, no hint.
     namespace["weather"] = pd.DataFrame({"DATE": [1], " WINDSPEED ": [2.0], "DIR": ["N"]})
     with pytest.raises(KeyError) as raised:
         eval(code, namespace)  # noqa: S307 - the test's own code, to get pandas' real text

@@ -17,7 +17,7 @@ from nbclient import NotebookClient
 
 from jupyter_ci.agent.inspect_first import INSPECT_HEADER, frame_name, named_files
 from jupyter_ci.agent.loop import SAME_CODE_NOTICE
-from jupyter_ci.agent.retries import LOOK_AGAIN_NOTICE
+from jupyter_ci.agent.retries import LOOK_AGAIN_NOTICE, LOOKS_WRONG
 from jupyter_ci.agent.states import RunState
 from jupyter_ci.options import option
 from jupyter_ci.testing import Reply, ScriptedModelServer
@@ -202,6 +202,10 @@ async def test_a_nan_result_is_looked_at_again(iris: KernelWorkspace) -> None:
         for text in notices
     )
     assert sent == [0, 0.7, 0]  # looking again is a fix: its temperature
+    # The fixing state says why: a result that looks wrong, not an error.
+    fixing = [e for e in recorder.of("state") if e["state"] == "fixing"]
+    assert [(e["reason"], e["attempt"]) for e in fixing] == [(LOOKS_WRONG, 2)]
+    assert LOOKS_WRONG == "looks_wrong"
     cells = await iris.read_cells()
     assert cells[-1].source == RIGHT
 

@@ -54,6 +54,7 @@ VOCABULARY = {
     "CellMetadataKey",
     "ReplyGraceSeconds",
     "RateLimitedReason",
+    "LooksWrongReason",
 }
 OPAQUE = {"Output"}  # nbformat's own output shapes, passed through as dicts
 
