@@ -778,7 +778,9 @@ def test_bench_records_the_levers_inspecting_and_looking_again(tmp_path: Path) -
     nan = "print('@mean_fare[nan]')"
     script = [
         # The model's first request comes after the inspecting cell ran, and shows it.
-        Reply.code(nan, match=r"first look at the data(.|\n)*fares: 3 rows x 2 columns"),
+        Reply.code(
+            nan, match=r"looked at the data the request names(.|\n)*fares: 3 rows x 2 columns"
+        ),
         Reply.code(MEAN_CODE, match=r"its result looks wrong"),
         Reply.text("The mean fare is @mean_fare[34.65].", match=r"@mean_fare\[34\.65\]"),
     ]
@@ -803,3 +805,27 @@ def test_bench_records_the_levers_inspecting_and_looking_again(tmp_path: Path) -
     assert "results that looked wrong, looked at again: 1" in result.stdout
     bench = json.loads((out / "bench.json").read_text())
     assert (bench["settings"]["inspect_data"], bench["settings"]["check_results"]) == (True, True)
+
+
+def test_a_first_answer_without_code_is_the_first_attempt(tmp_path: Path) -> None:
+    """The model answers at once, no cell run; check_results asks it to look again and its cell
+    gets the answer right. A one-shot run would have ended on the first answer: that is the
+    first attempt, however many cells came after it."""
+    root = write_tasks(tmp_path / "tiny", TINY[:1], TINY_LABELS)
+    script = [
+        Reply.text("The mean fare is @mean_fare[12.00]."),
+        Reply.code(MEAN_CODE, match=r"Your answer looks wrong"),
+        Reply.text("Done."),
+    ]
+    out = tmp_path / "out"
+    with ScriptedModelServer(script) as server:
+        model = ("--model", "openai/scripted", "--api-base", server.base_url)
+        result = ci_bench(str(root), *model, "--check-results", "--out", str(out), cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        assert server.script.exhausted
+    (line,) = [json.loads(text) for text in (out / "results.jsonl").read_text().splitlines()]
+    assert line["correct"] is True
+    assert line["first_attempt"] == {"answers": {"mean_fare": "12.00"}, "correct": False}
+    assert (line["cells"], line["looked_again"]) == (1, 1)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["rescued"] == 1

@@ -429,14 +429,21 @@ async def test_a_named_data_file_is_looked_at_first(folder: KernelWorkspace) -> 
     )
     assert look.metadata["jupyter_ci"]["step"] == 1
     assert cells[2].outputs[0]["text"] == "2.25\n"
-    # The model saw the look before writing its own first cell.
-    assert [m["role"] for m in first.messages] == ["system", "user", "assistant", "user"]
-    assert INSPECT_HEADER in first.messages[2]["content"]
+    # The model saw what the look showed, in the request's message and before the request;
+    # not its code as a reply of its own (a small model copies it, header and all).
+    assert [m["role"] for m in first.messages] == ["system", "user"]
+    assert INSPECT_HEADER not in str(first.messages)
     told = last_user(first)
-    assert told.startswith("jupyter-ci ran this first look at the data the request names")
-    assert "sales_data: 3 rows x 2 columns" in told
-    assert "price    float64" in told
-    assert "pear" in told
+    look_told, request = told.split("\n\nRequest: ")
+    assert request == "What is the mean price in sales.csv?"
+    assert (
+        "jupyter-ci has run a first cell of this run (step 1 of at most 5) that looked at the"
+        " data the request names. These data frames are now defined in the kernel:"
+        " `sales_data`." in look_told
+    )
+    assert "sales_data: 3 rows x 2 columns" in look_told
+    assert "price    float64" in look_told
+    assert "pear" in look_told
     assert [e["step"] for e in recorder.of("cell_inserted")] == [1, 2]
 
 
@@ -469,6 +476,20 @@ async def test_nothing_to_look_at_adds_no_cell(folder: KernelWorkspace) -> None:
     with ScriptedModelServer(script) as server:
         outcome = await run_loop(folder, server, "mean price in sales.csv")
         assert not (await folder.read_cells())[-1].source.startswith(INSPECT_HEADER)
+
+
+@pytest.mark.asyncio
+async def test_a_look_that_fails_says_no_frame_is_defined(
+    folder: KernelWorkspace, tmp_path: Path
+) -> None:
+    (tmp_path / "broken.json").write_text("{not json")
+    script = [Reply.code("print(2)"), Reply.text("2")]
+    with ScriptedModelServer(script) as server:
+        outcome = await run_loop(folder, server, "rows of broken.json?", inspect_data=True)
+        told = last_user(server.chat_requests[0])
+    assert outcome.state is RunState.DONE, outcome.error
+    assert "These data frames are now defined in the kernel: none (see its error)." in told
+    assert "ValueError" in told
 
 
 @pytest.mark.asyncio
@@ -505,7 +526,7 @@ def test_the_levers_in_the_kernel_too(tmp_path: Path) -> None:
     nan = "import math\nprint('mean price:', math.nan)"
     right = "print('mean price:', sales.price.mean())"
     script = [
-        Reply.code(nan, match="first look at the data"),
+        Reply.code(nan, match="looked at the data the request names"),
         Reply.code(right, match="its result looks wrong"),
         Reply.text("The mean price is 2.25."),
     ]

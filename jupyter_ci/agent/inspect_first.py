@@ -4,6 +4,8 @@ Small models guess: a column's name, its type, how a date is written. When the r
 data file in the kernel's folder, or a data frame whose rows no cell of the notebook shows, the
 loop first adds and runs a cell that loads the file (or takes the frame) and shows its shape, its
 columns with their types and its first rows; the model writes the next cell having seen them.
+What it showed is told in the request's message, with the names of the frames it defined, and
+never as a reply of the model's: given the look as its own code, a small model wrote it again.
 
 It is a cell of the notebook, not a silent read (as the fix context is, :mod:`.fix_context`):
 the look is what an analyst's first cell would be, the user sees exactly what the model saw, and

@@ -417,25 +417,23 @@ class AgentRun(Retrying):
         code = inspection_code(files, frames, rows=settings.share_outputs, taken=taken)
         cell_id = await self._insert(after_id, code, 1)
         _, digest = await self._execute(cell_id, 1)
+        names = loaded_names(code)
+        now = {v.name: v for v in await self.workspace.inspect_variables()}
+        defined = [name for name in names if name in now and now[name].columns is not None]
         made = ""
-        if not settings.share_outputs:
+        if not settings.share_outputs and defined:
             # The outputs are withheld; the frames' shapes, columns and types are not.
-            names = set(loaded_names(code))
-            listed = [describe_variable(v) for v in await self.workspace.inspect_variables()]
-            shown = [line for line in listed if line.split(":", 1)[0] in names]
-            if shown:
-                made = "\nThe data frames it looked at:\n" + self.conversation.wrap(
-                    "\n".join(shown)
-                )
-        messages.append({"role": "assistant", "content": f"```python\n{code}\n```"})
+            shown = "\n".join(describe_variable(now[name]) for name in defined)
+            made = "\nThe data frames it looked at:\n" + self.conversation.wrap(shown)
         told = render(
             "data_inspected",
             step=1,
             max_steps=settings.max_steps,
+            frames=", ".join(f"`{name}`" for name in defined) or "none (see its error)",
             digest=self.conversation.wrap(digest.text),
             variables=made,
         )
-        messages.append(self.conversation.user_message(told, digest))
+        self.conversation.add_look(messages, "\n\n" + told, digest)
         self._move(RunState.GENERATING)
         return cell_id
 

@@ -8,7 +8,7 @@ nonce envelope (:func:`jupyter_ci.agent.digest.wrap_untrusted`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import NotebookUnavailable
@@ -58,6 +58,8 @@ class Conversation:
     attached_cells: tuple[str, ...] = ()
     #: The project's instructions, added to the system prompt ('' for none).
     instructions: str = ""
+    #: The parts of :meth:`opening`'s request message (notebook view, variables, request).
+    _opened: tuple[str, str, str] = field(default=("", "", ""), init=False, repr=False)
 
     def system(self) -> str:
         """The system prompt: jupyter-ci's own, then the project's instructions."""
@@ -80,10 +82,26 @@ class Conversation:
         if self.attachments:
             request = wrap_untrusted(self.attachments, self.nonce, "attached") + "\n" + request
         context = self._context(cells, variables, anchor_id, attached + self.prompt)
+        self._opened = (context.notebook, context.variables, request)
         body = render(
-            "request", notebook=context.notebook, variables=context.variables, request=request
+            "request",
+            notebook=context.notebook,
+            variables=context.variables,
+            looked="",
+            request=request,
         )
         return [*self._start(), {"role": "user", "content": body}]
+
+    def add_look(self, messages: list[dict[str, Any]], looked: str, digest: Digest) -> None:
+        """Put ``looked`` (what the first look at the data showed, ``inspect_data``) into the
+        request message of :meth:`opening`'s ``messages``, before the request itself: facts
+        about the data the request is read with, not a cell of the model's to imitate
+        (``digest``: the look's outputs, whose images a vision model is shown)."""
+        notebook, variables, request = self._opened
+        body = render(
+            "request", notebook=notebook, variables=variables, looked=looked, request=request
+        )
+        messages[-1] = self.user_message(body, digest)
 
     async def fix_opening(
         self, workspace: Workspace, cell_id: str, digest_of: Any

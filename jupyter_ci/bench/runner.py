@@ -232,6 +232,9 @@ async def run_task(task: Task, settings: Settings, out_dir: Path) -> dict[str, A
     tries: list[dict[str, Any]] = []
     sources: dict[str, str] = {}
     first_prose: list[str] = []
+    #: The model's first reply was a final answer without code, asked to look again
+    #: (check_results): that answer is the first attempt's, whatever cells came after.
+    answered_first = False
     #: Fixes that repeated the code that had just failed or had no code (the loop runs
     #: neither), and results that looked wrong, which the model was asked to look at again
     #: (check_results).
@@ -240,7 +243,7 @@ async def run_task(task: Task, settings: Settings, out_dir: Path) -> dict[str, A
     inspecting: set[str] = set()
 
     def on_event(event: dict[str, Any]) -> None:
-        nonlocal repeated, without_code, looked_again
+        nonlocal repeated, without_code, looked_again, answered_first
         kind = event["type"]
         text = str(event.get("text") or "")
         if kind in ("cell_inserted", "cell_updated"):
@@ -266,6 +269,8 @@ async def run_task(task: Task, settings: Settings, out_dir: Path) -> dict[str, A
             without_code += 1
         elif kind == "message" and text.startswith(LOOK_AGAIN_NOTICE):
             looked_again += 1
+            if not first_digest:
+                answered_first = True
         elif kind == "usage":
             total = int(event["usage"].get("prompt_tokens") or 0)
             call_prompts.append(total - sum(call_prompts))
@@ -300,8 +305,11 @@ async def run_task(task: Task, settings: Settings, out_dir: Path) -> dict[str, A
             shutil.copy2(notebook, kept)
     answers = extract_answers([*texts, answer])
     result = score(answers, task.labels)
-    # Without any cell of the model's run, its first reply was its prose answer.
-    if first_digest:
+    # Without any cell of the model's before its first answer, that answer is the first
+    # attempt's (a one-shot run would have ended there).
+    if answered_first:
+        first = extract_answers(first_prose[:1])
+    elif first_digest:
         first = extract_answers(first_digest)
     else:
         first = extract_answers(first_prose[:1] if cells == 0 else [])
