@@ -243,18 +243,19 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "fix_temperatures",
         str,
-        "",
+        "0.6,0.9",
         "Sampling temperatures of the fixes of a failed cell, comma-separated: the first fix, "
-        "the second, ... (the last one repeats), e.g. 0.6,0.9. A reply at temperature 0 to "
-        "nearly the same prompt is nearly the same code; a warmer one tries something else. "
-        "Empty: fixes use `temperature`.",
+        "the second, ... (the last one repeats). A reply at temperature 0 to nearly the same "
+        "prompt is nearly the same code; a warmer one tries something else. Used only when "
+        "`temperature` is set: at a provider's default temperature replies vary already, and "
+        "some models (reasoning ones) accept no other. Empty: fixes use `temperature`.",
         after_failure=True,
         check=_check_schedule,
     ),
     Option(
         "fresh_fixes",
         bool,
-        False,
+        True,
         "Ask for each fix afresh: the request with a short account of the failed tries (their "
         "code and how each failed), instead of the whole conversation with every failed try.",
         after_failure=True,
@@ -262,7 +263,7 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "check_results",
         bool,
-        False,
+        True,
         "Treat a result that looks wrong although nothing raised (NaN, inf, an empty data "
         "frame, an error printed by an except clause, a change pandas says did nothing, an "
         "answer the request's format cannot hold) as a failure: the model is told what looks "

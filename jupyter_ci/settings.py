@@ -53,9 +53,9 @@ class Settings:
     max_tokens_per_run: int = 200_000
     max_cost_per_run: float = 1.0
     temperature: float = -1.0
-    fix_temperatures: str = ""
-    fresh_fixes: bool = False
-    check_results: bool = False
+    fix_temperatures: str = "0.6,0.9"
+    fresh_fixes: bool = True
+    check_results: bool = True
     inspect_data: bool = False
     tool_calling: str = "auto"
     instructions: str = ""

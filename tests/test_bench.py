@@ -402,6 +402,9 @@ def test_bench_end_to_end_with_the_scripted_model(tmp_path: Path) -> None:
             "2",
             "--max-attempts",
             "4",
+            # The long conversation's prompts, which the script matches (a fresh fix tells the
+            # same tries in its account: tests/test_levers.py).
+            "--no-fresh-fixes",
             cwd=tmp_path,
             env=warnings,
         )
@@ -521,9 +524,12 @@ def test_bench_builtin_suite_sample_in_process(
     tasks = load_tasks(out / "suite")
     chosen = select_tasks(tasks, 2, 3)
     assert json.loads((out / "bench.json").read_text())["task_ids"] == [t.id for t in chosen]
-    assert len(prompts) == 2
-    for task, prompt in zip(chosen, prompts, strict=True):
+    # An answer that is none (check_results, on by default) gets one more look: two requests
+    # a task, the second asking for code.
+    assert len(prompts) == 4
+    for task, prompt in zip(chosen, prompts[::2], strict=True):
         assert f"Question: {task.question}" in prompt
+    assert all(prompt.startswith("Your answer looks wrong:") for prompt in prompts[1::2])
     summary = json.loads((out / "summary.json").read_text())
     assert (summary["n"], summary["correct"], summary["failures"]["no_answer"]) == (2, 0, 2)
     assert "accuracy: 0/2 correct (0.0%)" in captured.out

@@ -16,7 +16,7 @@ import pytest_asyncio
 from nbclient import NotebookClient
 
 from jupyter_ci.agent.inspect_first import INSPECT_HEADER, frame_name, named_files
-from jupyter_ci.agent.loop import SAME_CODE_NOTICE
+from jupyter_ci.agent.loop import KEPT_NOTICE, SAME_CODE_NOTICE
 from jupyter_ci.agent.retries import LOOK_AGAIN_NOTICE, LOOKS_WRONG
 from jupyter_ci.agent.states import RunState
 from jupyter_ci.options import option
@@ -76,14 +76,18 @@ async def test_each_fix_has_its_temperature_and_the_last_repeats(iris: KernelWor
 
 
 @pytest.mark.asyncio
-async def test_without_a_schedule_fixes_use_the_temperature(iris: KernelWorkspace) -> None:
+async def test_the_default_schedule_only_with_a_temperature(iris: KernelWorkspace) -> None:
     script = [Reply.code("1/0"), Reply.code(FIXED), Reply.text("Done.")]
     with ScriptedModelServer(script) as server:
         await run_loop(iris, server, "mean petal length", temperature=0)
+        assert temperatures(server) == [0, 0.6, 0]  # 0.6,0.9 by default
+    with ScriptedModelServer(script) as server:
+        await run_loop(iris, server, "mean petal length", temperature=0, fix_temperatures="")
         assert temperatures(server) == [0, 0, 0]
     with ScriptedModelServer(script) as server:
+        # No temperature set: the provider's default throughout (some models take no other).
         await run_loop(iris, server, "mean petal length")
-        assert temperatures(server) == [None, None, None]  # the provider's default
+        assert temperatures(server) == [None, None, None]
 
 
 def test_the_schedule_option_says_what_it_expects() -> None:
@@ -102,9 +106,8 @@ async def test_a_fresh_fix_starts_again_from_the_request(iris: KernelWorkspace) 
     script = [Reply.code(WRONG), Reply.code(ALSO_WRONG), Reply.code(FIXED), Reply.text("3.7")]
     recorder = Recorder()
     with ScriptedModelServer(script) as server:
-        outcome = await run_loop(
-            iris, server, "mean petal length", fresh_fixes=True, recorder=recorder
-        )
+        # Fresh fixes are the default.
+        outcome = await run_loop(iris, server, "mean petal length", recorder=recorder)
         first, second, third, answer = server.chat_requests
     assert outcome.state is RunState.DONE, outcome.error
     assert outcome.attempts == 3
@@ -128,10 +131,10 @@ async def test_a_fresh_fix_starts_again_from_the_request(iris: KernelWorkspace) 
 
 
 @pytest.mark.asyncio
-async def test_fixes_in_the_long_conversation_by_default(iris: KernelWorkspace) -> None:
+async def test_fixes_in_the_long_conversation_without_fresh_fixes(iris: KernelWorkspace) -> None:
     script = [Reply.code(WRONG), Reply.code(FIXED), Reply.text("3.7")]
     with ScriptedModelServer(script) as server:
-        await run_loop(iris, server, "mean petal length")
+        await run_loop(iris, server, "mean petal length", fresh_fixes=False)
         second = server.chat_requests[1]
     assert [m["role"] for m in second.messages] == ["system", "user", "assistant", "user"]
     assert WRONG in second.messages[2]["content"]
@@ -175,14 +178,14 @@ async def test_a_nan_result_is_looked_at_again(iris: KernelWorkspace) -> None:
     script = [Reply.code(NAN), Reply.code(RIGHT), Reply.text("It is 3.7.")]
     recorder = Recorder()
     with ScriptedModelServer(script) as server:
-        outcome = await run_loop(
+        outcome = await run_loop(  # check_results is on by default
             iris,
             server,
             "mean petal length",
-            check_results=True,
             recorder=recorder,
             temperature=0,
             fix_temperatures="0.7",
+            fresh_fixes=False,
         )
         second = server.chat_requests[1]
         sent = temperatures(server)
@@ -227,6 +230,54 @@ async def test_the_model_may_keep_a_result_that_looks_wrong(iris: KernelWorkspac
 
 
 @pytest.mark.asyncio
+async def test_when_the_fixes_of_a_result_fail_the_version_that_ran_is_back(
+    iris: KernelWorkspace,
+) -> None:
+    """A NaN is looked at again; both fixes raise and attempts run out. The cell does not end
+    on a failing version when one ran: that version is put back, run again, and the run goes on
+    from its result (the model answers), never a failed run with a broken cell."""
+    script = [
+        Reply.code(NAN),
+        Reply.code(WRONG, match="its result looks wrong"),
+        Reply.code(ALSO_WRONG),
+        # The run goes on from the version put back: its result, as a cell that ran.
+        Reply.text("It is NaN.", match=r"The cell ran \(step 1 (.)*mean petal length: nan"),
+    ]
+    recorder = Recorder()
+    with ScriptedModelServer(script) as server:
+        outcome = await run_loop(iris, server, "mean petal length", recorder=recorder)
+        assert server.script.exhausted
+    assert outcome.state is RunState.DONE, outcome.error
+    assert outcome.answer == "It is NaN."
+    cell = (await iris.read_cells())[-1]
+    assert cell.source == NAN
+    assert "mean petal length: nan" in cell.outputs[0]["text"]
+    updates = [(e["cause"], e["attempt"]) for e in recorder.of("cell_updated")]
+    assert updates[-3:] == [("fix", 2), ("fix", 3), ("kept", 3)]
+    kept = recorder.of("cell_updated")[-1]
+    assert f"-{ALSO_WRONG}" in kept["diff"]
+    assert f"+{NAN.splitlines()[-1]}" in kept["diff"]
+    notices = [e["text"] for e in recorder.of("message") if e["role"] == "notice"]
+    assert notices[-1] == f"{KEPT_NOTICE}."
+    # The put-back version ran once more: four executions, the last one ok.
+    finished = recorder.of("execution_finished")
+    assert [e["status"] for e in finished] == ["ok", "error", "error", "ok"]
+
+
+@pytest.mark.asyncio
+async def test_a_cell_that_never_ran_well_still_fails_at_max_attempts(
+    iris: KernelWorkspace,
+) -> None:
+    script = [Reply.code(WRONG), Reply.code(ALSO_WRONG), Reply.code("1/0")]
+    recorder = Recorder()
+    with ScriptedModelServer(script) as server:
+        outcome = await run_loop(iris, server, "mean petal length", recorder=recorder)
+    assert outcome.state is RunState.FAILED
+    assert outcome.reason == "max_attempts"
+    assert "kept" not in [e["cause"] for e in recorder.of("cell_updated")]
+
+
+@pytest.mark.asyncio
 async def test_a_swallowed_error_is_looked_at_within_max_attempts(iris: KernelWorkspace) -> None:
     swallowed = "try:\n    iris['petal_len']\nexcept Exception as e:\n    print(f'Error: {e}')"
     script = [Reply.code(swallowed, times=None), Reply.text("Could not.")]
@@ -266,10 +317,12 @@ async def test_a_change_pandas_says_did_nothing_is_looked_at(
 
 
 @pytest.mark.asyncio
-async def test_results_that_look_wrong_pass_unnoticed_by_default(iris: KernelWorkspace) -> None:
+async def test_results_that_look_wrong_pass_unnoticed_when_off(iris: KernelWorkspace) -> None:
     script = [Reply.code(NAN), Reply.text("@mean[nan]")]
     with ScriptedModelServer(script) as server:
-        outcome = await run_loop(iris, server, "mean petal length, as @mean[value]")
+        outcome = await run_loop(
+            iris, server, "mean petal length, as @mean[value]", check_results=False
+        )
         assert len(server.chat_requests) == 2
     assert outcome.answer == "@mean[nan]"
 
@@ -532,7 +585,8 @@ def test_the_levers_in_the_kernel_too(tmp_path: Path) -> None:
     ]
     with ScriptedModelServer(script) as server:
         setup = f"%load_ext jupyter_ci\n%ci --model openai/scripted --api-base {server.base_url}"
-        ask = "%%ci --inspect-data --check-results --fix-temperatures 0.5 mean price in sales.csv"
+        levers = "--inspect-data --check-results --temperature 0 --fix-temperatures 0.5"
+        ask = f"%%ci {levers} mean price in sales.csv"
         notebook = nbformat.v4.new_notebook()
         notebook.cells = [nbformat.v4.new_code_cell(s) for s in (setup, ask, "print(len(sales))")]
         client = NotebookClient(
@@ -545,7 +599,7 @@ def test_the_levers_in_the_kernel_too(tmp_path: Path) -> None:
         sent = temperatures(server)
         first = last_user(server.chat_requests[0])
     assert "sales: 3 rows x 2 columns" in first  # the look, in the kernel's own folder
-    assert sent == [None, 0.5, None]
+    assert sent == [0, 0.5, 0]
     said = "".join(o.get("text", "") for o in notebook.cells[1].outputs)
     assert "The result looks wrong: a result is NaN (not a number)." in said
     assert "done — 2 cells, 3 attempts" in said

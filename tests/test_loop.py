@@ -86,7 +86,7 @@ async def test_iris_wrong_column_is_fixed_in_the_same_cell(
     assert envelope is not None, fix_request
     assert "KeyError" in envelope.group(2)
     assert "petal_len" in envelope.group(2)
-    assert "attempt 1 of 3" in fix_request
+    assert "(1 of 3 attempts used)" in fix_request  # a fresh fix, the default
     # The first request described the notebook and its variables.
     first = requests[0].body["messages"][1]["content"]
     assert "iris = pd.DataFrame" in first
@@ -162,7 +162,8 @@ async def test_a_fix_that_runs_nothing_uses_an_attempt_and_is_asked_again(
     script = [Reply.code("value = 1/0"), fix, Reply.code("value = 1/1"), Reply.text("It is 1.")]
     recorder = Recorder()
     with ScriptedModelServer(script) as server:
-        outcome = await run_loop(workspace, server, "divide", recorder=recorder)
+        # The long conversation's prompts (test_levers.py has the fresh fixes' account).
+        outcome = await run_loop(workspace, server, "divide", recorder=recorder, fresh_fixes=False)
         requests = server.chat_requests
     assert outcome.state is RunState.DONE, outcome.error
     assert outcome.attempts == 2  # ran twice: the second fix ran nothing

@@ -124,7 +124,11 @@ def test_request_prompt_with_many_variables_and_cells() -> None:
         nonce=NONCE,
     )
     text = render(
-        "request", notebook=context.notebook, variables=context.variables, request="plot it"
+        "request",
+        notebook=context.notebook,
+        variables=context.variables,
+        looked="",
+        request="plot it",
     )
     assert text == (
         f'<untrusted-data id="{NONCE}" source="notebook cells">\n'

@@ -70,6 +70,11 @@ FIX_CONTEXT_TIMEOUT = 15.0
 SAME_CODE_NOTICE = "The model proposed the code that just failed again; it was not run"
 #: The notice when a fix's reply has no code: nothing to run, an attempt used, asked again.
 NO_FIX_NOTICE = "The model replied without code for the failing cell"
+#: The notice when the fixes of a result that looked wrong failed until ``max_attempts``: the
+#: version of the cell that ran is put back and run again (never a failing cell where one ran).
+KEPT_NOTICE = (
+    "The fixes of a result that looked wrong failed; the cell is back to its version that ran"
+)
 
 #: End reasons after which nothing more is asked of the kernel: it or the tab is gone.
 _KERNEL_OR_TAB_GONE = frozenset({"kernel_died", "notebook_unavailable"})
@@ -280,6 +285,8 @@ class AgentRun(Retrying):
         approved = False
         base = list(messages[:-1])
         tries: list[Tried] = []
+        #: The last version of the cell that ran without an error (its result looked wrong).
+        ran_well: str | None = None
         while True:
             ran = False
             if self.settings.mode == "review" and not approved:
@@ -300,6 +307,7 @@ class AgentRun(Retrying):
                 concerns = self._concerns(execution, attempt)
                 if not concerns:
                     return execution, digest
+                ran_well = source
                 fixed = await self._look_again(
                     messages, base, tries, source, digest, concerns, attempt
                 )
@@ -316,12 +324,12 @@ class AgentRun(Retrying):
                 approved = True  # the same code again, now that the package is there
                 continue
             if attempt >= self.settings.max_attempts:
-                raise _Finish(RunState.FAILED, "max_attempts", self._error_of(execution))
+                return await self._back_to(cell_id, source, ran_well, execution)
             self._move(RunState.FIXING)
             timed_out = execution.status is CellStatus.TIMED_OUT
             context = await self._what_is_there(execution, source)
             ending = (
-                f"It was still running after {self.settings.timeout:g} seconds"
+                f"It was still running after {self.settings.timeout:g} seconds and was interrupted"
                 if timed_out
                 else "It failed"
             )
@@ -350,7 +358,7 @@ class AgentRun(Retrying):
                     text=f"{notice} (attempt {attempt}/{self.settings.max_attempts}).",
                 )
                 if attempt >= self.settings.max_attempts:
-                    raise _Finish(RunState.FAILED, "max_attempts", self._error_of(execution))
+                    return await self._back_to(cell_id, source, ran_well, execution)
                 again = render(
                     "fix_without_code" if fixed is None else "fix_identical",
                     attempt=attempt,
@@ -361,6 +369,22 @@ class AgentRun(Retrying):
             attempt += 1
             await self.cells.rewrite(cell_id, source, fixed, attempt, cause="fix")
             source = fixed
+
+    async def _back_to(
+        self, cell_id: str, source: str, ran_well: str | None, failed: Execution
+    ) -> tuple[Execution, Digest]:
+        """Attempts are out and the cell fails (``failed``): the run fails, unless a version of
+        the cell ran (``ran_well``, whose result looked wrong): that one is put back and run
+        again, and the run goes on from it, as when the model keeps a result."""
+        if ran_well is None:
+            raise _Finish(RunState.FAILED, "max_attempts", self._error_of(failed))
+        self.emit("message", role="notice", text=f"{KEPT_NOTICE}.")
+        attempt = self.settings.max_attempts
+        await self.cells.rewrite(cell_id, source, ran_well, attempt, cause="kept")
+        execution, digest = await self._execute(cell_id, attempt)
+        if execution.status is not CellStatus.OK:  # it ran before; the kernel's state differs
+            raise _Finish(RunState.FAILED, "max_attempts", self._error_of(execution))
+        return execution, digest
 
     async def _look_again(
         self,

@@ -2,7 +2,8 @@
 
 - ``fix_temperatures``: each fix is sampled at its own temperature (the first fix, the second,
   ...; the last one repeats). At temperature 0 a prompt that is nearly the same as the last one
-  gets nearly the same code, which already failed.
+  gets nearly the same code, which already failed. Only with ``temperature`` set: at a
+  provider's default temperature replies vary already, and reasoning models take no other.
 - ``fresh_fixes``: a fix is asked for afresh, from what the cell was asked from (the request,
   or the step before it) plus a short account of this cell's tries (:func:`account`: each try's
   code and how it ended, cut to a few hundred characters), instead of the whole conversation
@@ -16,7 +17,9 @@
   none of the model's cells ran (answered from the file's preview or the look at the data,
   never computed).
 
-Each is written once here, for every workspace; :meth:`AgentRun._run_until_fixed
+All three are on by default: on the bench's dev set they rescued the most questions and all
+but ended repeated fixes (README, "What the loop does when a cell fails"). Each is written once
+here, for every workspace; :meth:`AgentRun._run_until_fixed
 <jupyter_ci.agent.loop.AgentRun._run_until_fixed>` uses them.
 """
 
@@ -85,9 +88,10 @@ class Retrying(Reviewing):
     """The levers of asking again, for :class:`~jupyter_ci.agent.loop.AgentRun`."""
 
     def _fix_temperature(self, attempt: int) -> float | None:
-        """The temperature of the fix written after attempt ``attempt`` (None: the model's)."""
+        """The temperature of the fix written after attempt ``attempt`` (None: the model's;
+        always so without a ``temperature`` set, see ``fix_temperatures``)."""
         schedule = temperature_schedule(self.settings.fix_temperatures)
-        if not schedule:
+        if not schedule or self.settings.temperature < 0:
             return None
         return schedule[min(attempt, len(schedule)) - 1]
 

@@ -62,7 +62,9 @@ class CellUpdatedEvent(EventBase):
     source: str
     diff: str
     attempt: int
-    cause: Literal["streamed", "fix", "edited", "reproposed", "stopped", "restored", "agent"]
+    cause: Literal[
+        "streamed", "fix", "edited", "reproposed", "stopped", "restored", "kept", "agent"
+    ]
 
 
 class CellDeletedEvent(EventBase):

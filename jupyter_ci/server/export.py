@@ -29,6 +29,7 @@ AUTHORS = {
     "reproposed": "jupyter-ci proposed another version",
     "stopped": "The run was stopped while jupyter-ci wrote this cell; it was commented out",
     "restored": "Your code was put back: jupyter-ci's proposal was not accepted",
+    "kept": "jupyter-ci put back the version that ran: the fixes of its result failed",
 }
 
 

@@ -342,7 +342,9 @@ export interface ICellUpdatedEvent extends IEventBase {
    * All included). restored: the user's own code put back into their cell (a
    * fix of it), as an undoable change, because the run ended while the model's
    * proposal waited unaccepted (rejected, or the run stopped or failed during
-   * the review). agent: an outside agent's (MCP) code for the cell: its edit
+   * the review). kept: the version of the cell that ran put back (and run
+   * again), because its result looked wrong and the fixes of it failed until
+   * max_attempts. agent: an outside agent's (MCP) code for the cell: its edit
    * (diff from the code before), or the code it asks to run (diff empty).
    */
   cause:
@@ -352,6 +354,7 @@ export interface ICellUpdatedEvent extends IEventBase {
     | 'reproposed'
     | 'stopped'
     | 'restored'
+    | 'kept'
     | 'agent';
 }
 

@@ -167,7 +167,8 @@ export namespace RunDecorations {
 
 /**
  * What a cell's decoration shows of a change of its code: the model's
- * proposal (a fix, or its other proposal after a Reject) as the diff of the
+ * proposal (a fix, or its other proposal after a Reject; the version that ran
+ * put back) as the diff of the
  * attempt it is for; the user's edit in review apart from it (the model's
  * stays shown); none once the user's code is put back; nothing for code
  * that streamed in.
@@ -176,6 +177,7 @@ function shownChange(event: ICellUpdatedEvent): ICellDecoration {
   switch (event.cause) {
     case 'fix':
     case 'reproposed':
+    case 'kept':
       return {
         diff: event.diff,
         diffAttempt: event.attempt,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from jupyter_ci.agent.loop import KEPT_NOTICE
 from jupyter_ci.agent.retries import LOOK_AGAIN_NOTICE
 from jupyter_ci.testing import Reply, ScriptedModelServer
 
@@ -33,6 +34,8 @@ from .notebooks import (
 READ = 'import pandas as pd\ndf = pd.read_csv("iris.csv")\n'
 NAN = READ + 'print("mean:", df["petal_len"].mean() if "petal_len" in df else float("nan"))'
 RIGHT = READ + 'print(f"@mean[{df.petal_length.mean():.2f}]")'
+WRONG = READ + 'print("mean:", df["petal_len"].mean())'
+ALSO_WRONG = READ + 'print("mean:", df["Petal_Length"].mean())'
 
 
 def test_a_result_that_looks_wrong_is_looked_at_again_and_said(
@@ -86,3 +89,45 @@ def test_a_result_that_looks_wrong_is_looked_at_again_and_said(
     for name, theme in (("dark", "JupyterLab Dark"), ("light", "JupyterLab Light")):
         set_theme(page, theme)
         screenshot(page, f"look_again_{name}")
+
+
+def test_when_the_fixes_fail_the_version_that_ran_comes_back(
+    model_context: Any, model_lab: Lab, model: ScriptedModelServer
+) -> None:
+    """The NaN is looked at again (on by default), both fixes raise: the cell goes back to the
+    version that ran, with its output, the panel says so, and the run ends with an answer."""
+    model.set_script(
+        [
+            Reply.code(NAN),
+            Reply.code(WRONG, match="its result looks wrong"),
+            Reply.code(ALSO_WRONG, match="KeyError"),
+            Reply.text("The mean is NaN: iris.csv has no petal_len.", match=r"The cell ran \("),
+        ]
+    )
+    write_iris(model_lab)
+    request = "%%ci the mean of petal_len in iris.csv"
+    path = write_notebook(model_lab, ["%load_ext jupyter_ci", request])
+    page = model_context.new_page()
+    open_lab_app(page, model_lab)
+    open_notebook(page, path)
+    open_chat(page)
+    activate(page, path)
+
+    run_all(page, path)
+    status = wait_for_status(page, path, 1, TERMINAL)
+    assert status["state"] == "done", dump(page, path)
+    all_cells = cells(page, path)
+    (cell,) = generated(all_cells)
+    assert cell["source"] == NAN
+    assert text_of(cell["outputs"]) == "mean: nan\n"
+    wait_until(
+        lambda: f"{KEPT_NOTICE}." in messages(page, "notice"),
+        30,
+        "the notice",
+        lambda: conversation_text(page),
+    )
+    shown = steps(page)
+    assert "Back to the version that ran" in " ".join(shown), shown
+    for name, theme in (("dark", "JupyterLab Dark"), ("light", "JupyterLab Light")):
+        set_theme(page, theme)
+        screenshot(page, f"kept_{name}")

@@ -724,8 +724,8 @@ async def test_the_levers_after_a_failure_in_jupyterlab(
     start_kernel: KernelStarter,
     tab_factory: TabFactory,
 ) -> None:
-    """The request's options switch the levers on for a run in the tab: a result that looks
-    wrong is looked at again, the fix is asked afresh, at its own temperature."""
+    """The levers, on by default, in a run in the tab: a result that looks wrong is looked at
+    again, the fix is asked afresh, at its own temperature (with a temperature set)."""
     nan = "import math\nprint('mean:', math.nan)"
     model_server.set_script(
         [
@@ -736,7 +736,7 @@ async def test_the_levers_after_a_failure_in_jupyterlab(
     )
     kernel_id = await start_kernel()
     tab = await open_tab(tab_factory, kernel_id)
-    options = {"check_results": True, "fresh_fixes": True, "fix_temperatures": "0.8"}
+    options = {"temperature": 0}
     request = start_request("a.ipynb", kernel_id, "the mean", options=options)
     reply = await tab.request(request)
     end = await tab.wait_for_event(finished, reply["run_id"], timeout=120)
@@ -748,7 +748,7 @@ async def test_the_levers_after_a_failure_in_jupyterlab(
     notices = [e["text"] for e in events if e["type"] == "message" and e["role"] == "notice"]
     assert any(text.startswith("The result looks wrong: a result is NaN") for text in notices)
     fix = model_server.chat_requests[1].body
-    assert fix["temperature"] == 0.8
+    assert fix["temperature"] == 0.6  # fix_temperatures' first, by default
     assert [m["role"] for m in fix["messages"]][-2:] == ["user", "user"]
     assert "It ran, but its result looks wrong" in fix["messages"][-1]["content"]
     generated = [c for c in tab.notebooks["a.ipynb"].cells if "jupyter_ci" in c["metadata"]]

@@ -140,6 +140,7 @@ const UPDATE_LABEL: Record<ICellUpdatedEvent['cause'], string> = {
   reproposed: 'Proposed again',
   stopped: 'Stopped before it was complete',
   restored: 'Your code put back',
+  kept: 'Back to the version that ran',
   agent: 'Changed by the agent'
 };
 
