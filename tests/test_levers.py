@@ -259,9 +259,10 @@ async def test_when_the_fixes_of_a_result_fail_the_version_that_ran_is_back(
     assert f"+{NAN.splitlines()[-1]}" in kept["diff"]
     notices = [e["text"] for e in recorder.of("message") if e["role"] == "notice"]
     assert notices[-1] == f"{KEPT_NOTICE}."
-    # The put-back version ran once more: four executions, the last one ok.
+    # The put-back version ran once more: four executions, the last one ok; three attempts.
     finished = recorder.of("execution_finished")
     assert [e["status"] for e in finished] == ["ok", "error", "error", "ok"]
+    assert outcome.attempts == 3
 
 
 @pytest.mark.asyncio

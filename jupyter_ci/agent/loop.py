@@ -381,7 +381,7 @@ class AgentRun(Retrying):
         self.emit("message", role="notice", text=f"{KEPT_NOTICE}.")
         attempt = self.settings.max_attempts
         await self.cells.rewrite(cell_id, source, ran_well, attempt, cause="kept")
-        execution, digest = await self._execute(cell_id, attempt)
+        execution, digest = await self._execute(cell_id, attempt, counted=False)
         if execution.status is not CellStatus.OK:  # it ran before; the kernel's state differs
             raise _Finish(RunState.FAILED, "max_attempts", self._error_of(execution))
         return execution, digest

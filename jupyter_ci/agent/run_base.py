@@ -214,13 +214,16 @@ class RunBase:
 
     # --- one try of a cell --------------------------------------------------------------------
 
-    async def _execute(self, cell_id: str, attempt: int) -> tuple[Execution, Digest]:
-        """Run the cell once; a cell stopped, or ended with its kernel, ends the run here."""
+    async def _execute(
+        self, cell_id: str, attempt: int, *, counted: bool = True
+    ) -> tuple[Execution, Digest]:
+        """Run the cell once; a cell stopped, or ended with its kernel, ends the run here.
+        ``counted``: a try of the cell (a version that ran before, run again, is not one)."""
         if self._stopping:
             raise StoppedByUser()
         self._attempt = attempt
         self._move(RunState.EXECUTING)
-        self.attempts += 1
+        self.attempts += counted
         self.emit(
             "attempt", cell_id=cell_id, attempt=attempt, max_attempts=self.settings.max_attempts
         )

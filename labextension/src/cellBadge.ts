@@ -27,6 +27,11 @@ export interface ICellDecoration {
   diff?: string;
   diffAttempt?: number;
   /**
+   * The diff puts back the cell's version that ran (the fixes of its result,
+   * which looked wrong, all failed): said so above the diff.
+   */
+  keptBack?: boolean;
+  /**
    * The user's own change to that proposal in review (Edit, then Run), as a
    * unified diff from the model's code: shown apart from the model's.
    */
@@ -187,7 +192,9 @@ class DecorationWidget extends Widget {
         diff,
         state.changedBy
           ? `${state.changedBy} changed this cell: before → after`
-          : Private.diffTitle(state.fixed ?? false, state.diffAttempt)
+          : state.keptBack
+            ? 'jupyter-ci put back the version that ran: before → after'
+            : Private.diffTitle(state.fixed ?? false, state.diffAttempt)
       );
     }
     this._diff.hidden = !diff;

@@ -181,7 +181,8 @@ function shownChange(event: ICellUpdatedEvent): ICellDecoration {
       return {
         diff: event.diff,
         diffAttempt: event.attempt,
-        editDiff: ''
+        editDiff: '',
+        keptBack: event.cause === 'kept'
       };
     case 'edited':
       return { editDiff: event.diff };

@@ -120,6 +120,12 @@ def test_when_the_fixes_fail_the_version_that_ran_comes_back(
     (cell,) = generated(all_cells)
     assert cell["source"] == NAN
     assert text_of(cell["outputs"]) == "mean: nan\n"
+    # Three attempts (the version put back runs again, not as a fourth); the diff says what
+    # it is.
+    plain = text_of(all_cells[1]["outputs"][:1])
+    assert plain.startswith("jupyter-ci: done — 1 cell, 3 attempts,"), plain
+    title = page.locator(".jp-jupyter-ci-CellDiff:not([hidden]) > summary").first.inner_text()
+    assert title == "jupyter-ci put back the version that ran: before → after", title
     wait_until(
         lambda: f"{KEPT_NOTICE}." in messages(page, "notice"),
         30,
