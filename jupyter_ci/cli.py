@@ -99,7 +99,7 @@ class ProgressPrinter:
             duration = event["duration"]
             took = f" in {duration:.1f} s" if duration is not None else ""
             line = f"  {status}{took}{detail}"
-        elif kind == "cell_updated" and event["attempt"] > 1:
+        elif kind == "cell_updated" and event["cause"] == "fix" and event["attempt"] > 1:
             line = f"  fix received (attempt {event['attempt']}/{self.max_attempts})"
         elif kind == "message":
             self.notices += event["role"] == "notice"

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import nbformat
 
+from jupyter_ci.agent.loop import KEPT_NOTICE
 from jupyter_ci.api import run_notebook
 from jupyter_ci.testing import Reply, ScriptedModelServer
 
@@ -233,3 +234,28 @@ def test_files_that_are_not_notebooks_get_one_clear_line(tmp_path: Path) -> None
         f"jupyter-ci: {folder}: is a folder, not a notebook file"
     )
     assert "Traceback" not in result.stderr
+
+
+def test_failed_fixes_of_a_result_put_back_the_version_that_ran(tmp_path: Path) -> None:
+    """Headless, as in the tab: the NaN is looked at again (on by default), both fixes raise, and
+    the file ends with the version that ran and its output; the progress says so, and calls
+    only the model's fixes fixes."""
+    path = write_notebook(tmp_path / "a.ipynb", ["numbers = [3, 1, 2]"])
+    nan = "import math\nprint('mean:', math.nan)"
+    script = [
+        Reply.code(nan),
+        Reply.code("print('mean:', numbers['x'])", match="its result looks wrong"),
+        Reply.code("print('mean:', numbers.mean())", match="Try 2:"),
+        Reply.text("The mean is NaN.", match=r"The cell ran \("),
+    ]
+    with ScriptedModelServer(script) as server:
+        result = ci_run(
+            str(path), "the mean", "--model", "openai/scripted", "--api-base", server.base_url
+        )
+    assert result.returncode == 0, result.stderr
+    assert "jupyter-ci: done — 1 cell, 3 attempts" in result.stderr
+    assert result.stderr.count("fix received") == 2
+    assert f"notice: {KEPT_NOTICE}." in result.stderr
+    cell = nbformat.read(str(path), as_version=4).cells[-1]
+    assert cell.source == nan
+    assert cell.outputs[0]["text"] == "mean: nan\n"

@@ -126,7 +126,11 @@ class TextProgress:
             return f"jupyter-ci: running cell {number} (attempt {self.attempt}/{self.max_attempts})"
         if kind == "execution_finished":
             return self._finished(event)
-        if kind == "cell_updated" and int(event.get("attempt", 1)) > 1:
+        if (
+            kind == "cell_updated"
+            and event.get("cause") == "fix"
+            and int(event.get("attempt", 1)) > 1
+        ):
             return "jupyter-ci: fix received"
         if kind == "message" and event.get("text"):
             prefix = "jupyter-ci: " if event.get("role") == "notice" else ""
