@@ -38,6 +38,22 @@ WRONG = READ + 'print("mean:", df["petal_len"].mean())'
 ALSO_WRONG = READ + 'print("mean:", df["Petal_Length"].mean())'
 
 
+def run_to_the_end(model_context: Any, model_lab: Lab, request: str) -> tuple[Any, list[Any]]:
+    """Open a notebook with ``request`` on iris.csv, its chat panel, Run All, wait until the run
+    is done; returns the page and the notebook's cells."""
+    write_iris(model_lab)
+    path = write_notebook(model_lab, ["%load_ext jupyter_ci", request])
+    page = model_context.new_page()
+    open_lab_app(page, model_lab)
+    open_notebook(page, path)
+    open_chat(page)
+    activate(page, path)
+    run_all(page, path)
+    status = wait_for_status(page, path, 1, TERMINAL)
+    assert status["state"] == "done", dump(page, path)
+    return page, cells(page, path)
+
+
 def test_a_result_that_looks_wrong_is_looked_at_again_and_said(
     model_context: Any, model_lab: Lab, model: ScriptedModelServer
 ) -> None:
@@ -48,21 +64,10 @@ def test_a_result_that_looks_wrong_is_looked_at_again_and_said(
             Reply.text("The mean petal length is @mean[4.30]."),
         ]
     )
-    write_iris(model_lab)
     request = "%%ci --check-results the mean petal length of iris.csv, as @mean[value]"
-    path = write_notebook(model_lab, ["%load_ext jupyter_ci", request])
-    page = model_context.new_page()
-    open_lab_app(page, model_lab)
-    open_notebook(page, path)
-    open_chat(page)
-    activate(page, path)
-
-    run_all(page, path)
-    status = wait_for_status(page, path, 1, TERMINAL)
-    assert status["state"] == "done", dump(page, path)
+    page, all_cells = run_to_the_end(model_context, model_lab, request)
 
     # One cell, fixed in place: its second attempt is the one that printed the answer.
-    all_cells = cells(page, path)
     (fixed,) = generated(all_cells)
     assert fixed["source"] == RIGHT
     assert fixed["metadata"]["jupyter_ci"]["attempt"] == 2
@@ -104,19 +109,9 @@ def test_when_the_fixes_fail_the_version_that_ran_comes_back(
             Reply.text("The mean is NaN: iris.csv has no petal_len.", match=r"The cell ran \("),
         ]
     )
-    write_iris(model_lab)
-    request = "%%ci the mean of petal_len in iris.csv"
-    path = write_notebook(model_lab, ["%load_ext jupyter_ci", request])
-    page = model_context.new_page()
-    open_lab_app(page, model_lab)
-    open_notebook(page, path)
-    open_chat(page)
-    activate(page, path)
-
-    run_all(page, path)
-    status = wait_for_status(page, path, 1, TERMINAL)
-    assert status["state"] == "done", dump(page, path)
-    all_cells = cells(page, path)
+    page, all_cells = run_to_the_end(
+        model_context, model_lab, "%%ci the mean of petal_len in iris.csv"
+    )
     (cell,) = generated(all_cells)
     assert cell["source"] == NAN
     assert text_of(cell["outputs"]) == "mean: nan\n"
