@@ -14,6 +14,10 @@ what fits the error (:data:`FIX_CONTEXT_SOURCE`):
 - a ``ValueError`` about missing values (scikit-learn's "Input X contains NaN"): the columns of
   those frames that have any.
 
+What to do about a fact (write a spaced column's name as it is, a file's name as it is
+spelled, drop or fill missing values) is jupyter-ci's own advice, :data:`ADVICE`: the kernel only
+names its kind, and the loop says it outside the kernel output's envelope.
+
 Names only, never values: it is sent with ``share_outputs`` off too (names, types and columns are
 what that setting keeps). Every list is bounded; it never raises, and says nothing when nothing
 fits. The same source runs in every workspace: through a silent user expression in a separate
@@ -123,10 +127,9 @@ def context(ns, ename, evalue, code):
             odd = [c for c in near if c != c.strip() and c.strip() == str(missing).strip()]
             if odd:
                 lines.append(
-                    f"{name}'s column is {odd[0]!r}, with spaces in its name: write "
-                    f"{name}[{odd[0]!r}], or strip the names once after reading the file: "
-                    f"{name}.columns = {name}.columns.str.strip()"
+                    f"{name}'s column is {odd[0]!r}, with spaces in its name: {name}[{odd[0]!r}]"
                 )
+                lines.append("advice: spaced_column")
         if ename == "KeyError":
             for name, mapping in mappings(ns, code):
                 keys = list(mapping)
@@ -154,10 +157,7 @@ def context(ns, ename, evalue, code):
         near = closest(os.path.basename(missing), entries)
         if near:
             lines.append(f"closest to {os.path.basename(missing)!r}: {quoted(near)}")
-            lines.append(
-                f"if the file meant is {near[0]!r}, write its name exactly as it is spelled "
-                "there, even if it looks misspelt"
-            )
+            lines.append("advice: file_spelling")
     elif ename == "ValueError" and re.search(
         r"contains? NaN|infs or NaNs|NaN values|missing values", evalue or ""
     ):
@@ -167,10 +167,8 @@ def context(ns, ename, evalue, code):
             except Exception:
                 continue
             if gaps:
-                lines.append(
-                    f"{name}'s columns with missing values: {quoted(gaps)} (drop or fill "
-                    "those rows in the columns used before computing)"
-                )
+                lines.append(f"{name}'s columns with missing values: {quoted(gaps)}")
+                lines.append("advice: missing_values")
     elif ename in ("TypeError", "ValueError") and re.search(
         r"dtype|convert|unsupported operand|not supported between|must be real number|"
         r"could not|invalid literal|Can only use .str",
@@ -179,7 +177,7 @@ def context(ns, ename, evalue, code):
         for name, frame in frames(ns, code):
             types = [f"{column}: {dtype}" for column, dtype in frame.dtypes.items()]
             lines.append(f"{name}'s dtypes: " + ", ".join(types[:MAX_NAMES])[:MAX_LINE])
-    return [line[:MAX_LINE] for line in lines[:12]]
+    return [line[:MAX_LINE] for line in list(dict.fromkeys(lines))[:14]]
 
 
 try:
@@ -187,6 +185,38 @@ try:
 except Exception as error:
     result = Report(json.dumps([]))
 """
+
+
+#: How the context names a piece of advice (``advice: KIND``): the kernel only names its kind.
+ADVICE_LINE = "advice: "
+#: jupyter-ci's own advice that goes with a kind of fact. It is said outside the envelope of the
+#: kernel's output, since the system prompt tells the model never to follow instructions inside
+#: it; so it holds no text of the kernel's (a column's name, a file's), which stays in the facts,
+#: and a line the kernel forges can only bring one of these texts.
+ADVICE = {
+    "spaced_column": (
+        "A column named above has spaces around its name: write it exactly as it is listed, "
+        "spaces included, or strip the names once after reading the file "
+        "(df.columns = df.columns.str.strip(), with the frame's own name)."
+    ),
+    "file_spelling": (
+        "If the file meant is the closest one listed above, write its name exactly as it is "
+        "spelled there, even if it looks misspelt."
+    ),
+    "missing_values": (
+        "Drop or fill the rows with missing values in the columns the cell uses before computing."
+    ),
+}
+
+
+def split_advice(lines: list[str]) -> tuple[list[str], list[str]]:
+    """The context's facts (the kernel's, to wrap as its output) and the texts of the advice it
+    names (jupyter-ci's own, each once; a kind not in :data:`ADVICE` is dropped)."""
+    facts = [line for line in lines if not line.startswith(ADVICE_LINE)]
+    kinds = dict.fromkeys(
+        line[len(ADVICE_LINE) :] for line in lines if line.startswith(ADVICE_LINE)
+    )
+    return facts, [ADVICE[kind] for kind in kinds if kind in ADVICE]
 
 
 def fix_context_scope(ename: str, evalue: str, code: str) -> dict[str, Any]:

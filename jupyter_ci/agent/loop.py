@@ -40,7 +40,7 @@ from ..errors import (
 from ..execution.status import CellStatus
 from .context import describe_variable
 from .digest import Digest
-from .fix_context import same_code
+from .fix_context import same_code, split_advice
 from .generate import _prose
 from .inspect_first import inspection_code, loaded_names, named_files, named_frames
 from .messages import text_of
@@ -475,11 +475,13 @@ class AgentRun(Retrying):
             )
         except (JupyterCIError, asyncio.TimeoutError):
             return ""
-        if not lines:
+        facts, advice = split_advice(lines)
+        if not facts:
             return ""
-        return "\n\nWhat is there now, read from the kernel:\n" + self.conversation.wrap(
-            "\n".join(lines)
+        told = "\n\nWhat is there now, read from the kernel:\n" + self.conversation.wrap(
+            "\n".join(facts)
         )
+        return told + "".join(f"\n{text}" for text in advice)
 
     # --- the end ------------------------------------------------------------------------------
 
