@@ -10,6 +10,7 @@ import pytest
 
 from jupyter_ci.agent.fix_context import (
     ADVICE,
+    answer_as_code,
     fix_context_expression,
     fix_context_here,
     parse_fix_context,
@@ -205,3 +206,20 @@ def test_advice_is_only_ever_jupyter_cis_own_text() -> None:
     facts, advice = split_advice(lines)
     assert facts == ["df is a DataFrame with columns: 'a'"]
     assert advice == [ADVICE["missing_values"]]
+
+
+@pytest.mark.parametrize(
+    ("code", "written_as_code"),
+    [
+        ("print(@missing_columns[author, description])", True),
+        ("x = 1\n@mean[x]", True),
+        ("print('mean:', @mean[x])", True),
+        ("print('@mean[3]')", False),  # in a string: as it should be
+        ("print(f'@mean[{x}]')", False),
+        ("# @mean[x]\nx = 1", False),
+        ("y = a @ b[1]", False),  # a matrix product
+        ("@decorator\ndef f(): pass", False),
+    ],
+)
+def test_an_answer_line_written_as_code_is_told_apart(code: str, written_as_code: bool) -> None:
+    assert answer_as_code(code) is written_as_code

@@ -158,6 +158,24 @@ async def test_advice_goes_outside_the_kernel_output(iris_workspace: KernelWorks
     assert "WINDSPEED" not in after
 
 
+async def test_an_answer_line_written_as_code_gets_the_advice(
+    iris_workspace: KernelWorkspace,
+) -> None:
+    script = [
+        Reply.code("total = 3\nprint(@total[total])"),
+        Reply.code("total = 3\nprint(f'@total[{total}]')"),
+        Reply.text("@total[3]"),
+    ]
+    with ScriptedModelServer(script) as server:
+        outcome = await run_loop(iris_workspace, server, "the total, as @total[value]")
+        fix_request = server.chat_requests[1].body["messages"][-1]["content"]
+    assert outcome.state is RunState.DONE, outcome.error
+    assert "SyntaxError" in fix_request
+    # No fact from the kernel to tell: the advice alone, after the tries' account.
+    assert "What is there now" not in fix_request
+    assert ADVICE["answer_as_code"] in fix_request.rsplit("</untrusted-data", 1)[1]
+
+
 #: A fix that runs nothing, as the model may reply it: the failed code again (a trailing
 #: newline aside), or prose without code; the notice said, and how the model is asked again.
 NOTHING_TO_RUN = [

@@ -26,7 +26,9 @@ kernel, directly in the in-kernel loop's own process.
 
 from __future__ import annotations
 
+import io
 import json
+import tokenize
 from typing import Any
 
 #: Python source run in the user's kernel (standard library only). Its globals are ``ns`` (the
@@ -206,7 +208,40 @@ ADVICE = {
     "missing_values": (
         "Drop or fill the rows with missing values in the columns the cell uses before computing."
     ),
+    "answer_as_code": (
+        "An answer line such as @name[value] is text the cell prints, not Python code: build "
+        'it in a string, e.g. print(f"@name[{value}]").'
+    ),
 }
+
+
+def answer_as_code(code: str) -> bool:
+    """Whether ``code`` writes an answer line (``@name[value]``) as Python, outside any string:
+    ``@`` where no operand comes before it (a line's start, ``(``, ``,``, ``=``), then a name and
+    ``[`` (a small model's SyntaxError; ``a @ b[1]``, a matrix product, is not one)."""
+    starts = {"(", ",", "=", "[", ":", ";"}
+    try:
+        tokens = [
+            token
+            for token in tokenize.generate_tokens(io.StringIO(code).readline)
+            if token.type not in (tokenize.NL, tokenize.COMMENT)
+        ]
+    except (tokenize.TokenError, SyntaxError):
+        return False
+    for index, token in enumerate(tokens[:-2]):
+        if token.string != "@" or token.type != tokenize.OP:
+            continue
+        before = tokens[index - 1] if index else None
+        opens = before is None or before.type in (
+            tokenize.NEWLINE,
+            tokenize.INDENT,
+            tokenize.DEDENT,
+        )
+        opens = opens or (before is not None and before.string in starts)
+        name, bracket = tokens[index + 1], tokens[index + 2]
+        if opens and name.type == tokenize.NAME and bracket.string == "[":
+            return True
+    return False
 
 
 def split_advice(lines: list[str]) -> tuple[list[str], list[str]]:

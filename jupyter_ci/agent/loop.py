@@ -40,7 +40,7 @@ from ..errors import (
 from ..execution.status import CellStatus
 from .context import describe_variable
 from .digest import Digest
-from .fix_context import same_code, split_advice
+from .fix_context import ADVICE, answer_as_code, same_code, split_advice
 from .generate import _prose
 from .inspect_first import inspection_code, loaded_names, named_files, named_frames
 from .messages import text_of
@@ -476,12 +476,14 @@ class AgentRun(Retrying):
         except (JupyterCIError, asyncio.TimeoutError):
             return ""
         facts, advice = split_advice(lines)
-        if not facts:
-            return ""
-        told = "\n\nWhat is there now, read from the kernel:\n" + self.conversation.wrap(
-            "\n".join(facts)
-        )
-        return told + "".join(f"\n{text}" for text in advice)
+        if ename == "SyntaxError" and answer_as_code(code):
+            advice.append(ADVICE["answer_as_code"])
+        told = "\n"
+        if facts:
+            told = "\n\nWhat is there now, read from the kernel:\n" + self.conversation.wrap(
+                "\n".join(facts)
+            )
+        return told + "".join(f"\n{text}" for text in advice) if facts or advice else ""
 
     # --- the end ------------------------------------------------------------------------------
 
