@@ -232,12 +232,11 @@ def answer_as_code(code: str) -> bool:
         if token.string != "@" or token.type != tokenize.OP:
             continue
         before = tokens[index - 1] if index else None
-        opens = before is None or before.type in (
-            tokenize.NEWLINE,
-            tokenize.INDENT,
-            tokenize.DEDENT,
+        opens = (
+            before is None
+            or before.type in (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT)
+            or before.string in starts
         )
-        opens = opens or (before is not None and before.string in starts)
         name, bracket = tokens[index + 1], tokens[index + 2]
         if opens and name.type == tokenize.NAME and bracket.string == "[":
             return True

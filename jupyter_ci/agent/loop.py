@@ -478,12 +478,11 @@ class AgentRun(Retrying):
         facts, advice = split_advice(lines)
         if ename == "SyntaxError" and answer_as_code(code):
             advice.append(ADVICE["answer_as_code"])
-        told = "\n"
+        parts = list(advice)
         if facts:
-            told = "\n\nWhat is there now, read from the kernel:\n" + self.conversation.wrap(
-                "\n".join(facts)
-            )
-        return told + "".join(f"\n{text}" for text in advice) if facts or advice else ""
+            wrapped = self.conversation.wrap("\n".join(facts))
+            parts.insert(0, "What is there now, read from the kernel:\n" + wrapped)
+        return "\n\n" + "\n".join(parts) if parts else ""
 
     # --- the end ------------------------------------------------------------------------------
 
