@@ -381,8 +381,9 @@ def test_bench_end_to_end_with_the_scripted_model(tmp_path: Path) -> None:
         Reply.code(MEAN_CODE, match=r"Question: Calculate the mean fare"),
         Reply.text("The mean fare is @mean_fare[34.65].", match=r"@mean_fare\[34\.65\]"),
         Reply.code("print(undefined_name)", match=r"Question: How many passengers"),
-        # The first fix repeats the code that failed: not run, and counted in the record.
-        Reply.code("print(undefined_name)", match=r"NameError"),
+        # The first fix repeats the code that failed: not run, and counted in the record; it is
+        # asked once more without an attempt, and repeats it again.
+        Reply.code("print(undefined_name)", match=r"NameError", times=2),
         # The second replies without code: not run either, and counted apart.
         Reply.text("Check that the name is defined.", match=r"Take a different approach"),
         Reply.code(COUNT_CODE, match=r"Your reply had no code"),
@@ -439,12 +440,13 @@ def test_bench_end_to_end_with_the_scripted_model(tmp_path: Path) -> None:
         (COUNT_CODE, "ok"),
     ]
     assert count["tries"][0]["cell"] == count["tries"][1]["cell"]
-    assert (mean["repeated_fixes"], count["repeated_fixes"]) == (0, 1)
+    assert (mean["repeated_fixes"], count["repeated_fixes"]) == (0, 2)
     assert (mean["fixes_without_code"], count["fixes_without_code"]) == (0, 1)
+    assert (mean["asked_once_more"], count["asked_once_more"]) == (0, 1)
     assert mean["first_attempt"] == {"answers": {"mean_fare": "34.65"}, "correct": True}
     assert count["first_attempt"] == {"answers": {}, "correct": False}
     # One prompt size per model call; the conversation grows from call to call.
-    assert (mean["model_calls"], count["model_calls"]) == (2, 5)
+    assert (mean["model_calls"], count["model_calls"]) == (2, 6)
     for line in lines:
         calls = line["call_prompt_tokens"]
         assert len(calls) == line["model_calls"]
@@ -459,9 +461,12 @@ def test_bench_end_to_end_with_the_scripted_model(tmp_path: Path) -> None:
     summary = json.loads((out / "summary.json").read_text())
     assert (summary["n"], summary["correct"], summary["accuracy"]) == (2, 1, 0.5)
     assert summary["attempts_mean"] == 1.5
-    assert summary["repeated_fixes"] == 1
-    assert summary["fixes_without_code"] == 1
-    assert "fixes that repeated the failed code (not run): 1, without code: 1;" in result.stdout
+    assert (summary["repeated_fixes"], summary["fixes_without_code"]) == (2, 1)
+    assert summary["asked_once_more"] == 1
+    assert (
+        "fixes that repeated the failed code (not run): 2, without code: 1"
+        " (asked once more, without an attempt: 1);" in result.stdout
+    )
     assert summary["first_attempt_correct"] == 1
     assert summary["failures"]["wrong_answer"] == 1
     assert "accuracy: 1/2 correct (50.0%)" in result.stdout

@@ -1,6 +1,6 @@
 """The loop's levers after a failure, each against a real kernel and the scripted model, which
 records what the model was sent: the fix temperatures, fresh fixes, results that look wrong, and
-the inspecting first cell. Each is off by default, and the test says what changes when on."""
+the inspecting first cell. The test says what each one changes."""
 
 from __future__ import annotations
 
@@ -16,7 +16,13 @@ import pytest_asyncio
 from nbclient import NotebookClient
 
 from jupyter_ci.agent.inspect_first import INSPECT_HEADER, frame_name, named_files
-from jupyter_ci.agent.loop import KEPT_NOTICE, SAME_CODE_NOTICE
+from jupyter_ci.agent.loop import (
+    KEPT_NOTICE,
+    KEPT_WRONG_NOTICE,
+    NO_FIX_NOTICE,
+    ONCE_MORE,
+    SAME_CODE_NOTICE,
+)
 from jupyter_ci.agent.retries import LOOK_AGAIN_NOTICE, LOOKS_WRONG
 from jupyter_ci.agent.states import RunState
 from jupyter_ci.options import option
@@ -143,28 +149,72 @@ async def test_fixes_in_the_long_conversation_without_fresh_fixes(iris: KernelWo
 
 @pytest.mark.asyncio
 async def test_a_fresh_fix_that_repeats_the_failed_code_is_told_so(iris: KernelWorkspace) -> None:
-    script = [Reply.code(WRONG), Reply.code(WRONG), Reply.code(FIXED), Reply.text("3.7")]
+    # The repeat is asked once more (free), repeats again (an attempt), then the account says so.
+    script = [Reply.code(WRONG), *[Reply.code(WRONG)] * 2, Reply.code(FIXED), Reply.text("3.7")]
     recorder = Recorder()
     with ScriptedModelServer(script) as server:
         outcome = await run_loop(
             iris, server, "mean petal length", fresh_fixes=True, recorder=recorder
         )
-        third = server.chat_requests[2]
+        fourth = server.chat_requests[3]
     assert outcome.state is RunState.DONE, outcome.error
     assert any(e["text"].startswith(SAME_CODE_NOTICE) for e in recorder.of("message"))
-    assert "Try 2: the code of try 1 again, unchanged (not run" in last_user(third)
+    assert "Try 2: the code of try 1 again, unchanged (not run" in last_user(fourth)
 
 
 @pytest.mark.asyncio
 async def test_a_fresh_fix_is_told_of_a_try_without_code(iris: KernelWorkspace) -> None:
-    script = [Reply.code(WRONG), Reply.text("The column is missing."), Reply.code(FIXED)]
+    script = [Reply.code(WRONG), *[Reply.text("The column is missing.")] * 2, Reply.code(FIXED)]
     script.append(Reply.text("3.7"))
     with ScriptedModelServer(script) as server:
         outcome = await run_loop(iris, server, "mean petal length", fresh_fixes=True)
-        third = server.chat_requests[2]
+        fourth = server.chat_requests[3]
     assert outcome.state is RunState.DONE, outcome.error
-    assert "Try 2: no code in the reply, nothing was run" in last_user(third)
-    assert "again, unchanged" not in last_user(third)
+    assert "Try 2: no code in the reply, nothing was run" in last_user(fourth)
+    assert "again, unchanged" not in last_user(fourth)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    ("unrunnable", "notice"),
+    [(Reply.code(WRONG), SAME_CODE_NOTICE), (Reply.text("It has no such column."), NO_FIX_NOTICE)],
+    ids=["same code", "no code"],
+)
+async def test_a_fix_that_cannot_run_is_asked_once_more_without_an_attempt(
+    iris: KernelWorkspace, unrunnable: Reply, notice: str
+) -> None:
+    script = [Reply.code(WRONG), unrunnable, Reply.code(FIXED), Reply.text("3.7")]
+    recorder = Recorder()
+    with ScriptedModelServer(script) as server:
+        outcome = await run_loop(
+            iris, server, "mean petal length", temperature=0, recorder=recorder
+        )
+        requests = server.chat_requests
+    assert outcome.state is RunState.DONE, outcome.error
+    # Two tries ran, counted 1 and 2: the reply that could not run used no attempt.
+    assert outcome.attempts == 2
+    assert [e["attempt"] for e in recorder.of("attempt")] == [1, 2]
+    notices = [e["text"] for e in recorder.of("message") if e["role"] == "notice"]
+    assert f"{notice}; {ONCE_MORE}." in notices
+    # The same prompt again, at the next fix's temperature (0.6 then 0.9 by default).
+    assert requests[2].messages == requests[1].messages
+    assert temperatures(server) == [0, 0.6, 0.9, 0]
+
+
+@pytest.mark.asyncio
+async def test_only_one_free_ask_per_failure_and_none_where_replies_cannot_differ(
+    iris: KernelWorkspace,
+) -> None:
+    script = [Reply.code("1/0"), Reply.code("1/0", times=None)]
+    with ScriptedModelServer(script) as server:
+        outcome = await run_loop(iris, server, "divide", temperature=0, max_attempts=3)
+        # The fix, its free ask once more, then one ask per attempt left (2 and 3).
+        assert len(server.chat_requests) == 4
+    assert (outcome.state, outcome.reason) == (RunState.FAILED, "max_attempts")
+    with ScriptedModelServer(script) as server:
+        # At temperature 0 throughout, the same prompt would get the same reply: not asked.
+        await run_loop(iris, server, "divide", temperature=0, fix_temperatures="")
+        assert len(server.chat_requests) == 3
 
 
 # --- results that look wrong -----------------------------------------------------------------
@@ -398,7 +448,9 @@ READ = "import pandas as pd\nprice = pd.read_csv('sales.csv').price\n"
         pytest.param(
             [Reply.code(READ + "print(round(price.mean(), 2))"), Reply.text("It is shown above.")],
             "- no answer was printed or given in the request's format, @name[value]:"
-            " `@mean[value]`",
+            " `@mean[value]`\nThe request asks for this answer, with this name exactly:"
+            " @mean[value]. Print it from the value the cell computed, e.g."
+            ' print(f"@mean[{mean}]").',
             False,
             id="no answer in the format",
         ),
@@ -427,10 +479,39 @@ async def test_a_final_answer_that_is_no_answer_gets_one_more_look(
         " answer from the data and prints it, in one ```python block."
     )
     # The user is told too, in the run's words (the kind without its evidence).
-    kind = told[2:].rsplit(": `", 1)[0]
+    kind = told.split("\n")[0][2:].rsplit(": `", 1)[0]
     notices = [e["text"] for e in recorder.of("message") if e["role"] == "notice"]
     looks = [text for text in notices if text.startswith(LOOK_AGAIN_NOTICE)]
     assert looks == [f"{LOOK_AGAIN_NOTICE}: {kind}. The model is asked to look again."]
+    cells = await folder.read_cells()
+    assert cells[-1].outputs[0]["text"] == "@mean[2.25]\n"
+
+
+@pytest.mark.asyncio
+async def test_a_result_kept_that_cannot_be_right_is_asked_for_once_more(
+    folder: KernelWorkspace,
+) -> None:
+    spaced = READ + "print('@mean', round(price.mean(), 2))"
+    answered = READ + "print(f'@mean[{round(price.mean(), 2)}]')"
+    script = [
+        Reply.code(spaced),
+        # Told the request's name, the model keeps the cell as it is: no attempt used, asked
+        # once more, it prints the answer in the format.
+        Reply.code(spaced, match=r"with this name exactly: @mean\[value\]"),
+        Reply.code(answered, match=r"with this name exactly: @mean\[value\]"),
+        Reply.text("Done."),
+    ]
+    recorder = Recorder()
+    with ScriptedModelServer(script) as server:
+        outcome = await run_loop(
+            folder, server, "The mean price in sales.csv, as @mean[value]", recorder=recorder
+        )
+        requests = server.chat_requests
+    assert outcome.state is RunState.DONE, outcome.error
+    assert outcome.attempts == 2
+    assert requests[2].messages == requests[1].messages
+    notices = [e["text"] for e in recorder.of("message") if e["role"] == "notice"]
+    assert f"{KEPT_WRONG_NOTICE}; {ONCE_MORE}." in notices
     cells = await folder.read_cells()
     assert cells[-1].outputs[0]["text"] == "@mean[2.25]\n"
 

@@ -7,6 +7,7 @@ import json
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -176,6 +177,10 @@ async def test_an_answer_line_written_as_code_gets_the_advice(
     assert ADVICE["answer_as_code"] in fix_request.rsplit("</untrusted-data", 1)[1]
 
 
+#: Settings where a reply cannot differ from the last to the same prompt (temperature 0, no fix
+#: temperatures): a fix that runs nothing is not asked for once more, free (test_levers.py).
+DETERMINISTIC: dict[str, Any] = {"temperature": 0, "fix_temperatures": ""}
+
 #: A fix that runs nothing, as the model may reply it: the failed code again (a trailing
 #: newline aside), or prose without code; the notice said, and how the model is asked again.
 NOTHING_TO_RUN = [
@@ -199,8 +204,11 @@ async def test_a_fix_that_runs_nothing_uses_an_attempt_and_is_asked_again(
     script = [Reply.code("value = 1/0"), fix, Reply.code("value = 1/1"), Reply.text("It is 1.")]
     recorder = Recorder()
     with ScriptedModelServer(script) as server:
-        # The long conversation's prompts (test_levers.py has the fresh fixes' account).
-        outcome = await run_loop(workspace, server, "divide", recorder=recorder, fresh_fixes=False)
+        # The long conversation's prompts (test_levers.py has the fresh fixes' account), at
+        # temperature 0 throughout: no free ask once more (test_levers.py has it).
+        outcome = await run_loop(
+            workspace, server, "divide", recorder=recorder, fresh_fixes=False, **DETERMINISTIC
+        )
         requests = server.chat_requests
     assert outcome.state is RunState.DONE, outcome.error
     assert outcome.attempts == 2  # ran twice: the second fix ran nothing
@@ -221,7 +229,7 @@ async def test_fixes_that_run_nothing_use_up_the_attempts(
     workspace: KernelWorkspace, fix: Reply
 ) -> None:
     with ScriptedModelServer([Reply.code("1/0"), fix]) as server:
-        outcome = await run_loop(workspace, server, "divide", max_attempts=3)
+        outcome = await run_loop(workspace, server, "divide", max_attempts=3, **DETERMINISTIC)
         assert len(server.chat_requests) == 3
     # Ended as fixes that ran out end, with the cell's own error (not a bad reply).
     assert (outcome.state, outcome.reason) == (RunState.FAILED, "max_attempts")

@@ -10,6 +10,7 @@ from jupyter_ci.agent.suspicious import (
     Concern,
     answer_concerns,
     describe_concerns,
+    format_reminder,
     may_be_right,
     output_concerns,
     placeholders,
@@ -209,3 +210,25 @@ def test_descriptions_with_and_without_the_evidence() -> None:
     long = output_concerns([out("x: nan" + " " * 3 + "\n" + "Error: " + "y" * 300 + "\n")])
     assert len(long[1].evidence) == 120
     assert long[1].evidence.endswith("…")
+
+
+def test_an_answer_written_another_way_is_told_the_requests_names() -> None:
+    request = (
+        "Answer as @outliers[list of years, ascending] @mean[mean_value] @std[std], where the"
+        " values are rounded to two decimals."
+    )
+    reminder = format_reminder([Concern("format", "@1990[2.5]")], request)
+    assert reminder == (
+        "The request asks for these answers, with these names exactly: @outliers[list of years,"
+        " ascending] @mean[mean_value] @std[std]. Print each one from the value the cell"
+        ' computed, e.g. print(f"@outliers[{outliers}]").'
+    )
+    assert format_reminder([Concern("unanswered", "@mean[mean_value]")], request) == reminder
+    one = format_reminder([Concern("format", "@n 3")], "Count them, as @n[" + "x" * 90 + "].")
+    assert one.startswith("The request asks for this answer, with this name exactly: @n[x")
+    assert "x" * 60 + "]" in one
+    assert "x" * 61 not in one
+    assert "Print it from" in one
+    # Other concerns are about the value, not how it is written; no format, nothing to say.
+    assert format_reminder([Concern("nan", "mean: nan")], request) == ""
+    assert format_reminder([Concern("format", "@x 1")], "What is the mean?") == ""

@@ -70,6 +70,11 @@ FIX_CONTEXT_TIMEOUT = 15.0
 SAME_CODE_NOTICE = "The model proposed the code that just failed again; it was not run"
 #: The notice when a fix's reply has no code: nothing to run, an attempt used, asked again.
 NO_FIX_NOTICE = "The model replied without code for the failing cell"
+#: The notice when the model keeps a result that cannot be right as written (no code, or the
+#: same code, in reply to a look again that did not offer to keep it).
+KEPT_WRONG_NOTICE = "The model kept a result that cannot be right as written"
+#: What those notices add when the model is asked once more, without using an attempt.
+ONCE_MORE = "asked once more, without using an attempt"
 #: The notice when the fixes of a result that looked wrong failed until ``max_attempts``: the
 #: version of the cell that ran is put back and run again (never a failing cell where one ran).
 KEPT_NOTICE = (
@@ -346,6 +351,11 @@ class AgentRun(Retrying):
             )
             told = self.conversation.user_message(prompt, digest)
             fixed = await self._ask_again(messages, base, tries, told, attempt, context=context)
+            if (fixed is None or same_code(fixed, source)) and self._may_ask_once_more(attempt):
+                # Once per failure, a reply that could not be run costs no attempt.
+                notice = NO_FIX_NOTICE if fixed is None else SAME_CODE_NOTICE
+                self.emit("message", role="notice", text=f"{notice}; {ONCE_MORE}.")
+                fixed = await self._ask_once_more(messages, attempt)
             while fixed is None or same_code(fixed, source):
                 # No code, or the same code (which would fail the same way): nothing is run,
                 # and it costs an attempt.
@@ -412,7 +422,14 @@ class AgentRun(Retrying):
             keep=KEEP_UNCHANGED if keep else "",
         )
         message = self.conversation.user_message(prompt, digest)
-        return await self._ask_again(messages, base, tries, message, attempt, keep=keep)
+        fixed = await self._ask_again(messages, base, tries, message, attempt, keep=keep)
+        unchanged = fixed is None or same_code(fixed, source)
+        if unchanged and not keep and self._may_ask_once_more(attempt):
+            # Kept as it is, a result that cannot be right as written (an answer in another
+            # format): asked once more, as a failed cell's fix that could not run is.
+            self.emit("message", role="notice", text=f"{KEPT_WRONG_NOTICE}; {ONCE_MORE}.")
+            fixed = await self._ask_once_more(messages, attempt)
+        return fixed
 
     async def _inspect_first(
         self, after_id: str | None, messages: list[dict[str, Any]]

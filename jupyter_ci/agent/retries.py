@@ -40,6 +40,7 @@ from .suspicious import (
     Concern,
     answer_concerns,
     describe_concerns,
+    format_reminder,
     output_concerns,
     unanswered,
 )
@@ -95,6 +96,26 @@ class Retrying(Reviewing):
             return None
         return schedule[min(attempt, len(schedule)) - 1]
 
+    def _may_ask_once_more(self, attempt: int) -> bool:
+        """Whether a fix written after attempt ``attempt`` that repeated the failed code, or had
+        none, is asked for once more without using an attempt: only where another reply may
+        differ (a provider's default temperature, or a next fix temperature above 0)."""
+        if self.settings.temperature < 0:
+            return True
+        warmer = self._fix_temperature(attempt + 1)
+        return warmer is not None and warmer > 0
+
+    async def _ask_once_more(self, messages: list[dict[str, Any]], attempt: int) -> str | None:
+        """Ask again for the fix whose reply (the last of ``messages``) repeated the failed code
+        or had none: the same prompt, at the next fix's temperature (:meth:`_may_ask_once_more`);
+        returns the new reply's code."""
+        messages.pop()
+        reply, code, _ = await self._generate(
+            messages, stream_after=NO_STREAM, temperature=self._fix_temperature(attempt + 1)
+        )
+        messages.append({"role": "assistant", "content": reply.text or code or ""})
+        return code
+
     def _concerns(self, execution: Execution, attempt: int) -> list[Concern]:
         """What looks wrong in a cell that ended well ([] when ``check_results`` is off, or no
         attempt is left to fix it)."""
@@ -122,8 +143,11 @@ class Retrying(Reviewing):
         return found
 
     def _describe(self, concerns: Sequence[Concern]) -> str:
-        """The concerns for the model: their evidence only when outputs may be shared."""
-        return describe_concerns(concerns, evidence=self.settings.share_outputs)
+        """The concerns for the model: their evidence only when outputs may be shared; then the
+        request's answer names when an answer is not written in its format."""
+        described = describe_concerns(concerns, evidence=self.settings.share_outputs)
+        reminder = format_reminder(concerns, self.request.prompt)
+        return f"{described}\n{reminder}" if reminder else described
 
     def _look_again_notice(self, concerns: Sequence[Concern], attempt: int | None) -> None:
         """Say that a result looks wrong and the model is asked to look again."""

@@ -228,3 +228,30 @@ def may_be_right(concerns: Iterable[Concern]) -> bool:
 def describe_concerns(concerns: Sequence[Concern], *, evidence: bool = True) -> str:
     """The concerns as lines for the model (``- ...``), each kind with its evidence."""
     return "\n".join(f"- {concern.describe(evidence=evidence)}" for concern in concerns)
+
+
+#: The kinds of concern about how answers are written, whose fix is the request's own format.
+WRITTEN_WRONG = frozenset({"format", "unanswered"})
+#: Characters of a format's placeholder in :func:`format_reminder` (a long description is cut).
+REMINDER_PLACEHOLDER_CHARS = 60
+
+
+def format_reminder(concerns: Iterable[Concern], request: str) -> str:
+    """For concerns about how answers are written (:data:`WRITTEN_WRONG`), the request's answer
+    names as its format gives them, and how a cell prints one; '' for other concerns, or a
+    request without a format. "Not in the request's format" alone left a small model guessing:
+    it printed ``@{value}[...]`` or ``@name value`` again."""
+    given = placeholders(request)
+    if not given or not any(concern.kind in WRITTEN_WRONG for concern in concerns):
+        return ""
+    names = " ".join(
+        f"@{name}[{placeholder[:REMINDER_PLACEHOLDER_CHARS] or '...'}]"
+        for name, placeholder in given.items()
+    )
+    first, one = next(iter(given)), len(given) == 1
+    return (
+        f"The request asks for {'this answer' if one else 'these answers'}, with "
+        f"{'this name' if one else 'these names'} exactly: {names}. Print "
+        f"{'it' if one else 'each one'} from the value the cell computed, "
+        f'e.g. print(f"@{first}[{{{first}}}]").'
+    )
