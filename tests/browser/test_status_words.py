@@ -114,7 +114,8 @@ def test_status_words_in_the_notebook_and_the_panel(
 def test_a_run_that_spent_nothing_says_no_cost_and_step_numbers_stay_on_top(
     model_context: Any, model_lab: Lab, model: ScriptedModelServer
 ) -> None:
-    model.set_script([Reply.fail(Fault.auth()), Reply.code("x = undefined_name", times=3)])
+    # The cell, then its fixes: each repeats it (one of them asked once more, without an attempt).
+    model.set_script([Reply.fail(Fault.auth()), Reply.code("x = undefined_name", times=4)])
     path = write_notebook(model_lab, ["s = 1"])
     page = model_context.new_page()
     open_lab_app(page, model_lab)

@@ -503,7 +503,8 @@ async def test_rerunning_a_magic_cell_whose_request_failed_asks_again(
     start_kernel: KernelStarter,
     tab_factory: TabFactory,
 ) -> None:
-    model_server.set_script([Reply.code("1 / 0", times=2), Reply.code("c = 3")])
+    # The cell, its fix repeating it, that fix asked once more (no attempt used).
+    model_server.set_script([Reply.code("1 / 0", times=3), Reply.code("c = 3")])
     kernel_id = await start_kernel()
     tab = await open_tab(tab_factory, kernel_id)
     notebook = tab.notebooks["a.ipynb"]
@@ -538,7 +539,7 @@ async def test_a_failed_cell_the_user_edits_while_the_model_is_asked_again_is_ke
 ) -> None:
     # The model takes a moment to answer: the user reads the failed cell and edits it meanwhile.
     model_server.set_script(
-        [Reply.code("1 / 0", times=2), Reply.code("c = 3", latency=1.0), Reply.text("Done.")]
+        [Reply.code("1 / 0", times=3), Reply.code("c = 3", latency=1.0), Reply.text("Done.")]
     )
     kernel_id = await start_kernel()
     tab = await open_tab(tab_factory, kernel_id)
