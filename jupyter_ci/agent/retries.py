@@ -17,6 +17,12 @@
   none of the model's cells ran (answered from the file's preview or the look at the data,
   never computed).
 
+Two asks cost no attempt, once each time: a fix that could not run (the failed code again, or
+no code) and a result kept that cannot be right as written are asked for once more, with the same
+prompt at the next fix's temperature (:meth:`Retrying._ask_once_more`), wherever another reply can
+differ. An answer written outside the request's format is told the request's own answer names
+(:func:`~.suspicious.format_reminder`).
+
 All three are on by default: on the bench's dev set they rescued the most questions and all
 but ended repeated fixes (README, "What the loop does when a cell fails"). Each is written once
 here, for every workspace; :meth:`AgentRun._run_until_fixed
