@@ -359,7 +359,7 @@ class BenchApp(JupyterApp):
             return 2
         summary = summarize(records)
         if pairing is not None:
-            summary["paired"] = pairing.summary(warnings)
+            summary["paired"] = pairing.summary(warnings, records)
         (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
         print(render_report(summary))
         print(

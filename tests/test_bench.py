@@ -726,12 +726,16 @@ def test_paired_arm_end_to_end_reruns_only_what_the_levers_can_change(tmp_path: 
     assert records[1]["rerun_reason"] == "a cell ended error"
     assert records[2]["rerun_reason"].startswith("suspicious: an answer's value")
     assert (records[1]["correct"], records[2]["correct"]) == (False, True)
+    # One's first try is OUT's; Two's is not (this model is not deterministic): it is said.
+    assert (records[1]["first_try_as_in_out"], records[2]["first_try_as_in_out"]) == (True, False)
     assert (arm / "notebooks" / "0.ipynb").is_file()  # carried over with its record
     summary = json.loads((arm / "summary.json").read_text())
     assert (summary["n"], summary["correct"]) == (4, 2)
     assert summary["paired"]["rerun"] == 2
     assert summary["paired"]["carried"] == 2
     assert summary["paired"]["warnings"] == []
+    assert summary["paired"]["first_tries_differ"] == 1
+    assert "the first try of 1 re-run task(s) differs from OUT's" in result.stdout
     assert "paired with" in result.stdout
     assert "2 tasks re-run, 2 carried over" in result.stdout
     assert json.loads((arm / "bench.json").read_text())["paired_with"]["with"] == str(base)

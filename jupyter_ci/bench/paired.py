@@ -171,6 +171,8 @@ class Pairing:
     def __init__(self, base: Path, tasks: Sequence[Task]) -> None:
         self.base = base
         records = read_results(base / "results.jsonl")
+        #: The first try's code in OUT of each task that runs again (None: no cell ran there).
+        self.first_tries: dict[str, str | None] = {}
         self.reasons: dict[str, str] = {}
         self.carried: dict[str, dict[str, Any]] = {}
         for task in tasks:
@@ -180,6 +182,7 @@ class Pairing:
                 self.carried[task.key] = {**record, "paired": "carried"}
             else:
                 self.reasons[task.key] = reason or "no record in OUT"
+                self.first_tries[task.key] = first_try(record)
 
     @classmethod
     def load_config(cls, base: Path) -> dict[str, Any]:
@@ -213,16 +216,36 @@ class Pairing:
 
         async def rerun(task: Task, settings: Any, out_dir: Path) -> dict[str, Any]:
             record = await run(task, settings, out_dir)
-            return {**record, "paired": "rerun", "rerun_reason": self.reasons.get(task.key, "")}
+            before, now = self.first_tries.get(task.key), first_try(record)
+            return {
+                **record,
+                "paired": "rerun",
+                "rerun_reason": self.reasons.get(task.key, ""),
+                # With the model deterministic and the lever acting after a failure only, the
+                # first try is OUT's; where it is not, the task's difference is not the lever's.
+                "first_try_as_in_out": None if before is None or now is None else before == now,
+            }
 
         return rerun
 
-    def summary(self, warnings: Sequence[str]) -> dict[str, Any]:
-        """The ``paired`` entry of ``summary.json``."""
+    def summary(
+        self, warnings: Sequence[str], records: Sequence[Mapping[str, Any]] = ()
+    ) -> dict[str, Any]:
+        """The ``paired`` entry of ``summary.json`` (with the arm's ``records``: how many of the
+        re-run tasks' first tries differ from OUT's)."""
         return {
             "with": str(self.base),
             "rule": RULE,
             "rerun": len(self.reasons),
             "carried": len(self.carried),
+            "first_tries_differ": sum(1 for r in records if r.get("first_try_as_in_out") is False),
             "warnings": list(warnings),
         }
+
+
+def first_try(record: Mapping[str, Any] | None) -> str | None:
+    """The code of a record's first try, stripped (None: no cell ran, or no record)."""
+    tries = (record or {}).get("tries")
+    if not isinstance(tries, list) or not tries or not isinstance(tries[0], Mapping):
+        return None
+    return str(tries[0].get("code") or "").strip()

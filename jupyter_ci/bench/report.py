@@ -135,5 +135,12 @@ def render_report(summary: dict[str, Any]) -> str:
             f"paired with {paired['with']}: {paired['rerun']} tasks re-run,"
             f" {paired['carried']} carried over ({paired['rule']})"
         )
+        differ = paired.get("first_tries_differ")
+        if differ:
+            lines.append(
+                f"paired arm warning: the first try of {differ} re-run task(s) differs from"
+                " OUT's (the model varied at the same prompt): their difference is not only"
+                " the lever's"
+            )
         lines.extend(f"paired arm warning: {warning}" for warning in paired["warnings"])
     return "\n".join(lines)
