@@ -94,8 +94,10 @@ class ProgressPrinter:
             line = f"running cell {number} (attempt {event['attempt']}/{event['max_attempts']})"
         elif kind == "execution_finished":
             status = event["status"]
-            first = event["digest"].strip().splitlines()[-1:] if status != "ok" else []
-            detail = f": {first[0][:120]}" if first else ""
+            from .agent.digest import error_line  # loaded with the run already
+
+            said = error_line(event["digest"]) if status != "ok" else ""
+            detail = f": {said[:120]}" if said else ""
             duration = event["duration"]
             took = f" in {duration:.1f} s" if duration is not None else ""
             line = f"  {status}{took}{detail}"

@@ -16,6 +16,7 @@ from jupyter_ci.agent.digest import (
     cut_line,
     digest_error,
     digest_outputs,
+    error_line,
     head_tail,
     html_to_text,
     new_nonce,
@@ -711,3 +712,25 @@ def test_many_small_outputs_are_cut_as_a_whole() -> None:
 def test_digest_is_deterministic() -> None:
     outputs = [stream("a\n"), figure(), error("E", "v", IPYTHON_TRACEBACK)]
     assert digest_outputs(outputs, vision=True) == digest_outputs(outputs, vision=True)
+
+
+def test_what_a_digest_says_went_wrong_in_one_line() -> None:
+    error = {
+        "output_type": "error",
+        "ename": "KeyError",
+        "evalue": "'Fare'",
+        "traceback": [
+            "---------------------------------------------------------------------------",
+            "KeyError                                  Traceback (most recent call last)",
+            "Cell In[1], line 2\n      1 import pandas as pd\n----> 2 df['Fare'].mean()",
+            "File ~/venv/lib/python3.11/site-packages/pandas/core/frame.py:4102, in get(self, key)",
+            "KeyError: 'Fare'",
+        ],
+    }
+    printed = {"output_type": "stream", "name": "stdout", "text": "loading\n"}
+    digest = digest_outputs([printed, error]).text
+    assert not digest.rstrip().endswith("KeyError: 'Fare'")  # the traceback comes after it
+    assert error_line(digest) == "KeyError: 'Fare'"
+    # No error: the last line (a timeout's words, say); nothing at all: ''.
+    assert error_line("[stdout]\nstill running\nThe cell timed out.") == "The cell timed out."
+    assert error_line("  ") == ""

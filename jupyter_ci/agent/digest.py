@@ -317,6 +317,21 @@ def digest_outputs(
     return Digest(text, images.sent, truncated or cut)
 
 
+#: The label of an error's block in a digest; its first line is the error's ``ename: evalue``.
+ERROR_LABEL = "[error]"
+
+
+def error_line(digest: str) -> str:
+    """What a digest says went wrong, in one line: the ``ename: evalue`` of its last error
+    (the line after :data:`ERROR_LABEL`; its traceback follows, compacted), else the digest's
+    last line (a timeout's notice, a stream's last words), '' for an empty digest."""
+    lines = digest.strip().splitlines()
+    labels = [i for i, line in enumerate(lines[:-1]) if line.strip() == ERROR_LABEL]
+    if labels:
+        return lines[labels[-1] + 1].strip()
+    return lines[-1].strip() if lines else ""
+
+
 def digest_error(
     ename: str,
     evalue: str,
@@ -355,7 +370,7 @@ def _render(out: Mapping[str, Any], images: _Images) -> _Block | None:
             str(out.get("evalue", "")),
             [str(line) for line in traceback] if isinstance(traceback, list) else [],
         )
-        return _Block("[error]", text, cut)
+        return _Block(ERROR_LABEL, text, cut)
     if kind in ("execute_result", "display_data"):
         data = out.get("data")
         block = _render_data(data if isinstance(data, Mapping) else {}, images)
