@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -63,6 +64,15 @@ class ConfigApp(JupyterApp):
         print(describe(settings))
 
 
+def _one_terminal() -> bool:
+    """Whether stdout and stderr are the same terminal (what one prints, the other showed)."""
+    try:
+        out, err = os.fstat(sys.stdout.fileno()), os.fstat(sys.stderr.fileno())
+    except (OSError, ValueError):  # not a real file (a captured stream)
+        return False
+    return sys.stdout.isatty() and os.path.samestat(out, err)
+
+
 class ProgressPrinter:
     """Turns run events into short progress lines on a stream (stderr), for people watching."""
 
@@ -73,6 +83,8 @@ class ProgressPrinter:
         self.live = stream.isatty()
         #: How many notices were printed (the run's own; later ones are printed by the caller).
         self.notices = 0
+        #: The model's last prose printed (the run's answer, at its end).
+        self.said = ""
         self._dots = 0
 
     def __call__(self, event: dict[str, Any]) -> None:
@@ -105,6 +117,8 @@ class ProgressPrinter:
             line = f"  fix received (attempt {event['attempt']}/{self.max_attempts})"
         elif kind == "message":
             self.notices += event["role"] == "notice"
+            if event["role"] == "assistant":
+                self.said = event["text"].strip()
             line = ("notice: " if event["role"] == "notice" else "") + event["text"]
         elif kind == "state" and event["state"] in ("generating", "fixing"):
             line = f"{event['state']}…"
@@ -177,8 +191,8 @@ class RunApp(JupyterApp):
             return 2 if isinstance(err, (ConfigError, BadNotebookFile)) else 1
         for note in outcome.notices[printer.notices :]:
             print(f"jupyter-ci: {note}", file=sys.stderr)
-        if outcome.answer:
-            print(outcome.answer)
+        if outcome.answer and not (outcome.answer.strip() == printer.said and _one_terminal()):
+            print(outcome.answer)  # on stdout, for a pipe; not twice on the screen
         if outcome.error is not None:
             print(f"jupyter-ci: {outcome.error}", file=sys.stderr)
         print(outcome.status_line(), file=sys.stderr)

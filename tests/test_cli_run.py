@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pty
 import re
 import subprocess
 import sys
@@ -62,6 +63,37 @@ def test_run_appends_cells_with_outputs_and_exits_0(tmp_path: Path) -> None:
     text = path.read_text()
     assert KEY not in text
     assert server.base_url not in text
+
+
+def test_in_a_terminal_the_answer_shows_once(tmp_path: Path) -> None:
+    """stdout and stderr on one terminal: the answer the progress printed is not printed again
+    (piped, stdout has it: the test above)."""
+    path = write_notebook(tmp_path / "a.ipynb", ["numbers = [3, 1, 2]"])
+    script = [Reply.code("print(sum(numbers))"), Reply.text("The total is 6.")]
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTER_CI_")}
+    with ScriptedModelServer(script) as server:
+        main, terminal = pty.openpty()
+        model = ["--model", "openai/scripted", "--api-base", server.base_url]
+        run = [sys.executable, "-m", "jupyter", "ci", "run", str(path), "add up", "--restore"]
+        command = [*run, *model]
+        process = subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=terminal, stderr=terminal, env=environment
+        )
+        os.close(terminal)
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(main, 4096)
+            except OSError:  # the terminal closed: the process ended
+                break
+            if not chunk:
+                break
+            shown += chunk
+        os.close(main)
+        assert process.wait(timeout=180) == 0, shown
+    text = shown.decode()
+    assert "jupyter-ci: done — 1 cell, 1 attempt" in text
+    assert text.count("The total is 6.") == 1, text
 
 
 def test_run_prints_no_kernel_encryption_warning_nor_unclosed_clients(tmp_path: Path) -> None:
