@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jupyter_ci.agent.loop import KEPT_NOTICE
+from jupyter_ci.agent.loop import KEPT_NOTICE, ONCE_MORE, SAME_CODE_NOTICE
 from jupyter_ci.agent.retries import LOOK_AGAIN_NOTICE
 from jupyter_ci.testing import Reply, ScriptedModelServer
 
@@ -132,3 +132,37 @@ def test_when_the_fixes_fail_the_version_that_ran_comes_back(
     for name, theme in (("dark", "JupyterLab Dark"), ("light", "JupyterLab Light")):
         set_theme(page, theme)
         screenshot(page, f"kept_{name}")
+
+
+def test_a_fix_that_repeats_the_failed_code_costs_no_attempt_and_is_said(
+    model_context: Any, model_lab: Lab, model: ScriptedModelServer
+) -> None:
+    """The first fix is the failed code again: not run, asked once more without using an
+    attempt; the next one runs as attempt 2/3, and the panel says what happened."""
+    model.set_script(
+        [
+            Reply.code(WRONG),
+            Reply.code(WRONG, match="KeyError"),
+            Reply.code(RIGHT, match="KeyError"),
+            Reply.text("The mean petal length is @mean[4.30]."),
+        ]
+    )
+    page, all_cells = run_to_the_end(
+        model_context, model_lab, "%%ci the mean petal length of iris.csv, as @mean[value]"
+    )
+    (fixed,) = generated(all_cells)
+    assert fixed["source"] == RIGHT
+    assert fixed["metadata"]["jupyter_ci"]["attempt"] == 2
+    plain = text_of(all_cells[1]["outputs"][:1])
+    assert plain.startswith("jupyter-ci: done — 1 cell, 2 attempts,"), plain
+    wait_until(
+        lambda: f"{SAME_CODE_NOTICE}; {ONCE_MORE}." in messages(page, "notice"),
+        30,
+        "the notice",
+        lambda: conversation_text(page),
+    )
+    shown = steps(page)
+    assert not any("3/3" in step for step in shown), shown
+    for name, theme in (("dark", "JupyterLab Dark"), ("light", "JupyterLab Light")):
+        set_theme(page, theme)
+        screenshot(page, f"once_more_{name}")
