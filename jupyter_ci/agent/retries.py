@@ -17,11 +17,11 @@
   none of the model's cells ran (answered from the file's preview or the look at the data,
   never computed).
 
-Two asks cost no attempt, once each time: a fix that could not run (the failed code again, or
-no code) and a result kept that cannot be right as written are asked for once more, with the same
-prompt at the next fix's temperature (:meth:`Retrying._ask_once_more`), wherever another reply can
-differ. An answer written outside the request's format is told the request's own answer names
-(:func:`~.suspicious.format_reminder`).
+One ask after each failure costs no attempt: a fix that could not run (the failed code again,
+or no code), or a result kept that cannot be right as written, is asked for once more with the
+same prompt at the next fix's temperature (:meth:`Retrying._ask_once_more`), wherever another
+reply can differ. An answer written outside the request's format is told the request's own
+answer names (:func:`~.suspicious.format_reminder`).
 
 All three are on by default: on the bench's dev set they rescued the most questions and all
 but ended repeated fixes (README, "What the loop does when a cell fails"). Each is written once
@@ -103,8 +103,9 @@ class Retrying(Reviewing):
         return schedule[min(attempt, len(schedule)) - 1]
 
     def _may_ask_once_more(self, attempt: int) -> bool:
-        """Whether a fix written after attempt ``attempt`` that repeated the failed code, or had
-        none, is asked for once more without using an attempt: only where another reply may
+        """Whether a reply after attempt ``attempt`` that cannot be used (a fix that repeats
+        the failed code or has none; a result kept that cannot be right as written) is asked for
+        once more without using an attempt: only where another reply to the same prompt may
         differ (a provider's default temperature, or a next fix temperature above 0)."""
         if self.settings.temperature < 0:
             return True
@@ -112,9 +113,9 @@ class Retrying(Reviewing):
         return warmer is not None and warmer > 0
 
     async def _ask_once_more(self, messages: list[dict[str, Any]], attempt: int) -> str | None:
-        """Ask again for the fix whose reply (the last of ``messages``) repeated the failed code
-        or had none: the same prompt, at the next fix's temperature (:meth:`_may_ask_once_more`);
-        returns the new reply's code."""
+        """Ask again instead of the reply that cannot be used (the last of ``messages``): the
+        same prompt, at the next fix's temperature (:meth:`_may_ask_once_more`); returns the new
+        reply's code, which replaces that reply in ``messages``."""
         messages.pop()
         reply, code, _ = await self._generate(
             messages, stream_after=NO_STREAM, temperature=self._fix_temperature(attempt + 1)
