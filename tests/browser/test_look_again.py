@@ -54,6 +54,20 @@ def run_to_the_end(model_context: Any, model_lab: Lab, request: str) -> tuple[An
     return page, cells(page, path)
 
 
+def notice_said(page: Any, text: str) -> None:
+    """Wait until the panel's conversation shows ``text`` as a notice."""
+    wait_until(
+        lambda: text in messages(page, "notice"), 30, "the notice", lambda: conversation_text(page)
+    )
+
+
+def in_both_themes(page: Any, name: str) -> None:
+    """Screenshots ``name_dark`` and ``name_light``, to look at (test_theme checks contrast)."""
+    for suffix, theme in (("dark", "JupyterLab Dark"), ("light", "JupyterLab Light")):
+        set_theme(page, theme)
+        screenshot(page, f"{name}_{suffix}")
+
+
 def test_a_result_that_looks_wrong_is_looked_at_again_and_said(
     model_context: Any, model_lab: Lab, model: ScriptedModelServer
 ) -> None:
@@ -80,20 +94,13 @@ def test_a_result_that_looks_wrong_is_looked_at_again_and_said(
         f"{LOOK_AGAIN_NOTICE}: a result is NaN (not a number). The model is asked to look "
         "again (attempt 2/3)."
     )
-    wait_until(
-        lambda: expected in messages(page, "notice"),
-        30,
-        "the notice",
-        lambda: conversation_text(page),
-    )
+    notice_said(page, expected)
     # Its steps say a result looked wrong, not that the cell failed.
     shown = steps(page)
     assert "Result looks wrong → fixing, attempt 2/3" in shown, shown
     assert not any(step.startswith("Error") for step in shown), shown
     # Legible in both themes (looked at in the screenshots; test_theme checks the contrast).
-    for name, theme in (("dark", "JupyterLab Dark"), ("light", "JupyterLab Light")):
-        set_theme(page, theme)
-        screenshot(page, f"look_again_{name}")
+    in_both_themes(page, "look_again")
 
 
 def test_when_the_fixes_fail_the_version_that_ran_comes_back(
@@ -121,17 +128,10 @@ def test_when_the_fixes_fail_the_version_that_ran_comes_back(
     assert plain.startswith("jupyter-ci: done — 1 cell, 3 attempts,"), plain
     title = page.locator(".jp-jupyter-ci-CellDiff:not([hidden]) > summary").first.inner_text()
     assert title == "jupyter-ci put back the version that ran: before → after", title
-    wait_until(
-        lambda: f"{KEPT_NOTICE}." in messages(page, "notice"),
-        30,
-        "the notice",
-        lambda: conversation_text(page),
-    )
+    notice_said(page, f"{KEPT_NOTICE}.")
     shown = steps(page)
     assert "Back to the version that ran" in " ".join(shown), shown
-    for name, theme in (("dark", "JupyterLab Dark"), ("light", "JupyterLab Light")):
-        set_theme(page, theme)
-        screenshot(page, f"kept_{name}")
+    in_both_themes(page, "kept")
 
 
 def test_a_fix_that_repeats_the_failed_code_costs_no_attempt_and_is_said(
@@ -155,14 +155,7 @@ def test_a_fix_that_repeats_the_failed_code_costs_no_attempt_and_is_said(
     assert fixed["metadata"]["jupyter_ci"]["attempt"] == 2
     plain = text_of(all_cells[1]["outputs"][:1])
     assert plain.startswith("jupyter-ci: done — 1 cell, 2 attempts,"), plain
-    wait_until(
-        lambda: f"{SAME_CODE_NOTICE}; {ONCE_MORE}." in messages(page, "notice"),
-        30,
-        "the notice",
-        lambda: conversation_text(page),
-    )
+    notice_said(page, f"{SAME_CODE_NOTICE}; {ONCE_MORE}.")
     shown = steps(page)
     assert not any("3/3" in step for step in shown), shown
-    for name, theme in (("dark", "JupyterLab Dark"), ("light", "JupyterLab Light")):
-        set_theme(page, theme)
-        screenshot(page, f"once_more_{name}")
+    in_both_themes(page, "once_more")
