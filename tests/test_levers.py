@@ -215,6 +215,11 @@ async def test_only_one_free_ask_per_failure_and_none_where_replies_cannot_diffe
         # At temperature 0 throughout, the same prompt would get the same reply: not asked.
         await run_loop(iris, server, "divide", temperature=0, fix_temperatures="")
         assert len(server.chat_requests) == 3
+    with ScriptedModelServer(script) as server:
+        # Above 0 without a schedule, every fix is at that temperature: replies may differ.
+        await run_loop(iris, server, "divide", temperature=0.3, fix_temperatures="")
+        assert len(server.chat_requests) == 4
+        assert temperatures(server) == [0.3] * 4
 
 
 # --- results that look wrong -----------------------------------------------------------------

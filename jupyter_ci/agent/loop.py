@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeGuard
 
 from ..errors import (
     BadCodeBlock,
@@ -83,6 +83,17 @@ KEPT_NOTICE = (
 
 #: End reasons after which nothing more is asked of the kernel: it or the tab is gone.
 _KERNEL_OR_TAB_GONE = frozenset({"kernel_died", "notebook_unavailable"})
+
+
+def runnable(fixed: str | None, source: str) -> TypeGuard[str]:
+    """Whether a reply's code ``fixed`` may be run in place of ``source``: it has some, and it
+    is not ``source`` again (which would fail the same way); see :func:`not_run`."""
+    return fixed is not None and not same_code(fixed, source)
+
+
+def not_run(fixed: str | None) -> str:
+    """The notice for a reply whose code is not :func:`runnable`."""
+    return NO_FIX_NOTICE if fixed is None else SAME_CODE_NOTICE
 
 
 class AgentRun(Retrying):
@@ -316,7 +327,7 @@ class AgentRun(Retrying):
                 fixed = await self._look_again(
                     messages, base, tries, source, digest, concerns, attempt
                 )
-                if fixed is None or same_code(fixed, source):
+                if not runnable(fixed, source):
                     return execution, digest  # the model keeps the result
                 attempt += 1
                 await self.cells.rewrite(cell_id, source, fixed, attempt, cause="fix")
@@ -351,21 +362,18 @@ class AgentRun(Retrying):
             )
             told = self.conversation.user_message(prompt, digest)
             fixed = await self._ask_again(messages, base, tries, told, attempt, context=context)
-            if (fixed is None or same_code(fixed, source)) and self._may_ask_once_more(attempt):
+            if not runnable(fixed, source) and self._may_ask_once_more(attempt):
                 # Once per failure, a reply that could not be run costs no attempt.
-                notice = NO_FIX_NOTICE if fixed is None else SAME_CODE_NOTICE
-                self.emit("message", role="notice", text=f"{notice}; {ONCE_MORE}.")
+                self.emit("message", role="notice", text=f"{not_run(fixed)}; {ONCE_MORE}.")
                 fixed = await self._ask_once_more(messages, attempt)
-            while fixed is None or same_code(fixed, source):
-                # No code, or the same code (which would fail the same way): nothing is run,
-                # and it costs an attempt.
+            while not runnable(fixed, source):
+                # Nothing is run, and it costs an attempt.
                 attempt += 1
                 tries.append(Tried("", NO_CODE if fixed is None else REPEATED, ""))
-                notice = NO_FIX_NOTICE if fixed is None else SAME_CODE_NOTICE
                 self.emit(
                     "message",
                     role="notice",
-                    text=f"{notice} (attempt {attempt}/{self.settings.max_attempts}).",
+                    text=f"{not_run(fixed)} (attempt {attempt}/{self.settings.max_attempts}).",
                 )
                 if attempt >= self.settings.max_attempts:
                     return await self._back_to(cell_id, source, ran_well, execution)
@@ -423,8 +431,7 @@ class AgentRun(Retrying):
         )
         message = self.conversation.user_message(prompt, digest)
         fixed = await self._ask_again(messages, base, tries, message, attempt, keep=keep)
-        unchanged = fixed is None or same_code(fixed, source)
-        if unchanged and not keep and self._may_ask_once_more(attempt):
+        if not runnable(fixed, source) and not keep and self._may_ask_once_more(attempt):
             # Kept as it is, a result that cannot be right as written (an answer in another
             # format): asked once more, as a failed cell's fix that could not run is.
             self.emit("message", role="notice", text=f"{KEPT_WRONG_NOTICE}; {ONCE_MORE}.")

@@ -106,11 +106,12 @@ class Retrying(Reviewing):
         """Whether a reply after attempt ``attempt`` that cannot be used (a fix that repeats
         the failed code or has none; a result kept that cannot be right as written) is asked for
         once more without using an attempt: only where another reply to the same prompt may
-        differ (a provider's default temperature, or a next fix temperature above 0)."""
+        differ, that is unless the next fix's temperature (its own, else ``temperature``) is 0
+        (a provider's default temperature may differ)."""
         if self.settings.temperature < 0:
             return True
         warmer = self._fix_temperature(attempt + 1)
-        return warmer is not None and warmer > 0
+        return (self.settings.temperature if warmer is None else warmer) > 0
 
     async def _ask_once_more(self, messages: list[dict[str, Any]], attempt: int) -> str | None:
         """Ask again instead of the reply that cannot be used (the last of ``messages``): the
