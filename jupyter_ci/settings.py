@@ -56,6 +56,7 @@ class Settings:
     fix_temperatures: str = "0.6,0.9"
     fresh_fixes: bool = True
     check_results: bool = True
+    own_fixes: bool = True
     inspect_data: bool = False
     tool_calling: str = "auto"
     instructions: str = ""

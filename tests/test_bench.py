@@ -315,12 +315,15 @@ def test_rescued_lost_and_suspicious_answers_are_counted() -> None:
         record(1, True, 1.0, first_attempt=first(True)),
         record(2, False, 1.0, first_attempt=first(True)),  # lost
         record(3, False, 1.0, first_attempt=first(False), suspicious={"answer": ["NaN"]}),
-        record(4, False, 1.0),  # an older record: no first attempt, no suspicious
+        record(4, False, 1.0),  # an older record: no first attempt, no suspicious, no own fix
+        record(5, True, 1.0, first_attempt=first(False), own_fixes=2),  # rescued
     ]
     summary = summarize(records)
-    assert (summary["rescued"], summary["lost"], summary["suspicious_answers"]) == (1, 1, 1)
+    assert (summary["rescued"], summary["lost"], summary["suspicious_answers"]) == (2, 1, 1)
+    assert summary["own_fixes"] == 2
     text = render_report(summary)
-    assert "rescued by the loop (first attempt wrong, final right): 1;" in text
+    assert "fixes jupyter-ci wrote itself: 2;" in text
+    assert "rescued by the loop (first attempt wrong, final right): 2;" in text
     assert "lost (first attempt right, final wrong): 1" in text
     assert "suspicious final answers (NaN, inf, empty, a placeholder): 1" in text
 
@@ -443,6 +446,7 @@ def test_bench_end_to_end_with_the_scripted_model(tmp_path: Path) -> None:
     assert (mean["repeated_fixes"], count["repeated_fixes"]) == (0, 2)
     assert (mean["fixes_without_code"], count["fixes_without_code"]) == (0, 1)
     assert (mean["asked_once_more"], count["asked_once_more"]) == (0, 1)
+    assert (mean["own_fixes"], count["own_fixes"]) == (0, 0)  # undefined_name: the model's
     assert mean["first_attempt"] == {"answers": {"mean_fare": "34.65"}, "correct": True}
     assert count["first_attempt"] == {"answers": {}, "correct": False}
     # One prompt size per model call; the conversation grows from call to call.
@@ -465,7 +469,8 @@ def test_bench_end_to_end_with_the_scripted_model(tmp_path: Path) -> None:
     assert summary["asked_once_more"] == 1
     assert (
         "fixes that repeated the failed code (not run): 2, without code: 1"
-        " (asked once more, without an attempt: 1);" in result.stdout
+        " (asked once more, without an attempt: 1); fixes jupyter-ci wrote itself: 0;"
+        in result.stdout
     )
     assert summary["first_attempt_correct"] == 1
     assert summary["failures"]["wrong_answer"] == 1

@@ -15,12 +15,14 @@ import pytest
 import pytest_asyncio
 from nbclient import NotebookClient
 
+from jupyter_ci.agent.extract import fenced
 from jupyter_ci.agent.inspect_first import INSPECT_HEADER, frame_name, named_files
 from jupyter_ci.agent.loop import (
     KEPT_NOTICE,
     KEPT_WRONG_NOTICE,
     NO_FIX_NOTICE,
     ONCE_MORE,
+    OWN_FIX_NOTICE,
     SAME_CODE_NOTICE,
 )
 from jupyter_ci.agent.retries import LOOK_AGAIN_NOTICE, LOOKS_WRONG
@@ -220,6 +222,71 @@ async def test_only_one_free_ask_per_failure_and_none_where_replies_cannot_diffe
         await run_loop(iris, server, "divide", temperature=0.3, fix_temperatures="")
         assert len(server.chat_requests) == 4
         assert temperatures(server) == [0.3] * 4
+
+
+# --- jupyter-ci's own fixes ------------------------------------------------------------------
+
+SPACED = "w = pd.DataFrame({' WINDSPEED': [1.0, 3.0]})\nprint('mean:', w['WINDSPEED'].mean())"
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("fresh_fixes", [True, False])
+async def test_a_spaced_column_is_respelled_without_asking_the_model(
+    iris: KernelWorkspace, fresh_fixes: bool
+) -> None:
+    recorder = Recorder()
+    respelled = SPACED.replace("w['WINDSPEED']", "w[' WINDSPEED']")
+    with ScriptedModelServer([Reply.code(SPACED), Reply.text("The mean is 2.0.")]) as server:
+        outcome = await run_loop(
+            iris, server, "mean wind speed", recorder=recorder, fresh_fixes=fresh_fixes
+        )
+        requests = server.chat_requests
+    assert outcome.state is RunState.DONE, outcome.error
+    assert outcome.attempts == 2
+    assert len(requests) == 2  # the code, then the answer: no model call for the fix
+    notices = [e["text"] for e in recorder.of("message") if e["role"] == "notice"]
+    assert f"{OWN_FIX_NOTICE}: wrote 'WINDSPEED' as ' WINDSPEED', as the frame spells it " in (
+        " ".join(notices) + " "
+    )
+    assert any(text.endswith("(attempt 2/3).") for text in notices)
+    cells = await iris.read_cells()
+    assert cells[-1].source == respelled
+    assert "mean: 2.0" in str(cells[-1].outputs)
+    if not fresh_fixes:  # the long conversation holds the cell as it is now
+        assert {"role": "assistant", "content": fenced(respelled)} in requests[1].messages
+
+
+@pytest.mark.asyncio
+async def test_without_own_fixes_the_model_fixes_it(iris: KernelWorkspace) -> None:
+    respelled = SPACED.replace("w['WINDSPEED']", "w[' WINDSPEED']")
+    script = [Reply.code(SPACED), Reply.code(respelled), Reply.text("The mean is 2.0.")]
+    with ScriptedModelServer(script) as server:
+        outcome = await run_loop(iris, server, "mean wind speed", own_fixes=False)
+        requests = server.chat_requests
+    assert outcome.state is RunState.DONE, outcome.error
+    assert len(requests) == 3
+    # The model is still told the column's spelling; the pairs for the own fix never are.
+    assert "with spaces in its name: w[' WINDSPEED']" in last_user(requests[1])
+    assert "spelled:" not in last_user(requests[1])
+
+
+@pytest.mark.asyncio
+async def test_a_usual_import_left_out_is_added_and_the_cell_runs(iris: KernelWorkspace) -> None:
+    code = "print(plt.__name__)"
+    with ScriptedModelServer([Reply.code(code), Reply.text("pyplot")]) as server:
+        outcome = await run_loop(iris, server, "which library")
+        assert len(server.chat_requests) == 2
+    assert outcome.state is RunState.DONE, outcome.error
+    cells = await iris.read_cells()
+    assert cells[-1].source == f"import matplotlib.pyplot as plt\n{code}"
+    assert "matplotlib.pyplot" in str(cells[-1].outputs)
+    # An import that is there already but did not define the name: the model's to fix.
+    code = "import numpy as np\ndel np\nprint(np.pi)"
+    script = [Reply.code(code), Reply.code("print(3.14)"), Reply.text("3.14")]
+    with ScriptedModelServer(script) as server:
+        outcome = await run_loop(iris, server, "pi")
+        assert len(server.chat_requests) == 3
+    assert outcome.state is RunState.DONE, outcome.error
 
 
 # --- results that look wrong -----------------------------------------------------------------

@@ -38,6 +38,13 @@ _MAGIC_ASSIGN = re.compile(
     r"^([ \t]*[A-Za-z_][\w.]*(?:[ \t]*,[ \t]*[A-Za-z_][\w.]*)*[ \t]*=[ \t]*)(?:%[A-Za-z_]|!\S).*$"
 )
 _CELL_MAGIC = re.compile(r"^%%([A-Za-z_]\w*)")
+
+
+def fenced(code: str) -> str:
+    """``code`` as a fenced Python block, as the model is asked to write it."""
+    return f"```python\n{code}\n```"
+
+
 #: Words of a line like "Output:" or "This will print:" that introduces printed output.
 _OUTPUT_WORDS = frozenset({"output", "outputs", "result", "results", "print", "prints", "printed"})
 _OUTPUT_WORDS |= frozenset({"return", "returns", "display", "displays", "show", "shows", "see"})

@@ -5,7 +5,9 @@ not the frame's real columns. Before asking for a fix, the loop reads from the k
 what fits the error (:data:`FIX_CONTEXT_SOURCE`):
 
 - ``KeyError``, ``AttributeError``: the columns of the data frames (and the keys of the dicts)
-  the cell's code names, and those closest to the missing one;
+  the cell's code names, and those closest to the missing one; for a ``KeyError`` on a name
+  written without the spaces a column has, the cell's names to respell (``spelled:`` lines, for
+  jupyter-ci's own fix, :mod:`jupyter_ci.agent.own_fix`; never sent to the model);
 - ``NameError``: the names defined, and those closest to the missing one;
 - ``FileNotFoundError``: the files in the folder the path names (else the working folder), and
   those closest to the missing one;
@@ -63,6 +65,44 @@ def closest(word, names):
     same = str(word).strip().lower()
     lowered = [name for name in strings if name.strip().lower() == same]
     return list(dict.fromkeys(lowered + found))
+
+
+def literals(code):
+    # The values of the code's plain string literals (not f-strings).
+    import ast
+    import io
+    import tokenize
+
+    found = []
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(code or "").readline):
+            if token.type == tokenize.STRING:
+                try:
+                    value = ast.literal_eval(token.string)
+                except Exception:
+                    continue
+                if isinstance(value, str):
+                    found.append(value)
+    except Exception:
+        pass
+    return found
+
+
+def spelled(missing, code, frames):
+    # The code's literals that are no column but one once spaces are set aside, as pairs for
+    # jupyter-ci's own fix: only when the missing one is among them.
+    columns = {str(c) for _, frame in frames for c in frame.columns}
+    bare = {}
+    for column in columns:
+        bare.setdefault(column.strip(), set()).add(column)
+    pairs = {}
+    for value in literals(code):
+        found = bare.get(value.strip(), set())
+        if value not in columns and len(found) == 1:
+            pairs[value] = next(iter(found))
+    if str(missing) not in pairs:
+        return []
+    return [f"spelled: {json.dumps([w, s])}" for w, s in pairs.items()]
 
 
 def named_in(code):
@@ -132,6 +172,8 @@ def context(ns, ename, evalue, code):
                     f"{name}'s column is {odd[0]!r}, with spaces in its name: {name}[{odd[0]!r}]"
                 )
                 lines.append("advice: spaced_column")
+        if ename == "KeyError" and missing:
+            lines[:0] = spelled(missing, code, frames(ns, code))  # first: never cut off
         if ename == "KeyError":
             for name, mapping in mappings(ns, code):
                 keys = list(mapping)

@@ -40,11 +40,13 @@ from ..errors import (
 from ..execution.status import CellStatus
 from .context import describe_variable
 from .digest import Digest
+from .extract import fenced
 from .fix_context import ADVICE, answer_as_code, same_code, split_advice
 from .generate import _prose
 from .inspect_first import inspection_code, loaded_names, named_files, named_frames
 from .messages import text_of
 from .outcome import RunOutcome
+from .own_fix import OwnFix, own_fix, spellings
 from .packages import missing_package
 from .prompts import render
 from .request import Approver, EventCallback, ReviewDecision, RunRequest
@@ -73,6 +75,8 @@ NO_FIX_NOTICE = "The model replied without code for the failing cell"
 #: The notice when the model keeps a result that cannot be right as written (no code, or the
 #: same code, in reply to a look again that did not offer to keep it).
 KEPT_WRONG_NOTICE = "The model kept a result that cannot be right as written"
+#: The notice of a fix jupyter-ci writes itself (``own_fixes``), followed by what it changed.
+OWN_FIX_NOTICE = "jupyter-ci fixed the cell itself"
 #: What those notices add when the model is asked once more, without using an attempt.
 ONCE_MORE = "asked once more, without using an attempt"
 #: The notice when the fixes of a result that looked wrong failed until ``max_attempts``: the
@@ -343,7 +347,7 @@ class AgentRun(Retrying):
                 return await self._back_to(cell_id, source, ran_well, execution)
             self._move(RunState.FIXING)
             timed_out = execution.status is CellStatus.TIMED_OUT
-            context = await self._what_is_there(execution, source)
+            context, own = await self._what_is_there(execution, source)
             ending = (
                 f"It was still running after {self.settings.timeout:g} seconds and was interrupted"
                 if timed_out
@@ -361,6 +365,20 @@ class AgentRun(Retrying):
                 **extra,
             )
             told = self.conversation.user_message(prompt, digest)
+            if own is not None and runnable(own.code, source):
+                # jupyter-ci's own fix, certain from the kernel's facts: no model call.
+                attempt += 1
+                self.emit(
+                    "message",
+                    role="notice",
+                    text=f"{OWN_FIX_NOTICE}: {own.said} "
+                    f"(attempt {attempt}/{self.settings.max_attempts}).",
+                )
+                if not self.settings.fresh_fixes:  # the conversation says what the cell is now
+                    messages += [told, {"role": "assistant", "content": fenced(own.code)}]
+                await self.cells.rewrite(cell_id, source, own.code, attempt, cause="fix")
+                source = own.code
+                continue
             fixed = await self._ask_again(messages, base, tries, told, attempt, context=context)
             if not runnable(fixed, source) and self._may_ask_once_more(attempt):
                 # Once per failure, a reply that could not be run costs no attempt.
@@ -485,12 +503,13 @@ class AgentRun(Retrying):
         self._move(RunState.GENERATING)
         return cell_id
 
-    async def _what_is_there(self, execution: Execution, code: str) -> str:
+    async def _what_is_there(self, execution: Execution, code: str) -> tuple[str, OwnFix | None]:
         """What the cell's error is about, read from the kernel (the frame's real columns, the
-        names defined, the files...), as a paragraph of the fix prompt; '' when nothing fits."""
+        names defined, the files...), as a paragraph of the fix prompt ('' when nothing fits),
+        and jupyter-ci's own fix of the cell (with ``own_fixes``; None when it has none)."""
         error = execution.error
         if execution.status is not CellStatus.ERROR or error is None:
-            return ""
+            return "", None
         ename, evalue = str(error.get("ename", "")), str(error.get("evalue", ""))
         await self.files.settle()  # one request of the run in the kernel at a time
         try:
@@ -498,7 +517,9 @@ class AgentRun(Retrying):
                 self.workspace.fix_context(ename, evalue, code), FIX_CONTEXT_TIMEOUT
             )
         except (JupyterCIError, asyncio.TimeoutError):
-            return ""
+            lines = []
+        lines, pairs = spellings(lines)
+        own = own_fix(code, ename, evalue, pairs) if self.settings.own_fixes else None
         facts, advice = split_advice(lines)
         if ename == "SyntaxError" and answer_as_code(code):
             advice.append(ADVICE["answer_as_code"])
@@ -506,7 +527,7 @@ class AgentRun(Retrying):
         if facts:
             wrapped = self.conversation.wrap("\n".join(facts))
             parts.insert(0, "What is there now, read from the kernel:\n" + wrapped)
-        return "\n\n" + "\n".join(parts) if parts else ""
+        return ("\n\n" + "\n".join(parts) if parts else ""), own
 
     # --- the end ------------------------------------------------------------------------------
 

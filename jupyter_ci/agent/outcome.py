@@ -13,6 +13,7 @@ from typing import Any
 from ..errors import JupyterCIError
 from ..models.base import TokenUsage
 from ..vocabulary import constant, reason_words
+from .extract import fenced
 from .states import RunState
 
 PREFIX = "jupyter-ci: "
@@ -158,6 +159,6 @@ def rejection_text(source: str, comment: str | None = None) -> str:
     """What the conversation keeps when the user rejects a proposed cell in review mode (with
     their reason, if they gave one)."""
     code = source.rstrip("\n")
-    shown = f"\n\n```python\n{code}\n```" if code else ""
+    shown = f"\n\n{fenced(code)}" if code else ""
     reason = f"\n\nMy reason: {comment}" if comment else ""
     return f"I rejected the cell you proposed, without running it.{reason}{shown}"

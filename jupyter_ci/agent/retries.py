@@ -38,6 +38,7 @@ from typing import Any
 from ..options import temperature_schedule
 from ..vocabulary import constant
 from .digest import head_tail
+from .extract import fenced
 from .inspect_first import named_files
 from .prompts import render
 from .review import Reviewing
@@ -87,7 +88,7 @@ def account(tries: Sequence[Tried]) -> str:
             continue
         code, _ = head_tail(tried.code.strip(), ACCOUNT_CODE_CHARS)
         returned, _ = head_tail(tried.returned.strip(), ACCOUNT_RESULT_CHARS)
-        parts.append(f"Try {number}:\n```python\n{code}\n```\n{tried.ending}:\n{returned}")
+        parts.append(f"Try {number}:\n{fenced(code)}\n{tried.ending}:\n{returned}")
     return "\n\n".join(parts)
 
 

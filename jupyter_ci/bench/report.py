@@ -74,6 +74,7 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "repeated_fixes": sum(int(record.get("repeated_fixes") or 0) for record in records),
         "fixes_without_code": sum(int(r.get("fixes_without_code") or 0) for r in records),
         "asked_once_more": sum(int(r.get("asked_once_more") or 0) for r in records),
+        "own_fixes": sum(int(r.get("own_fixes") or 0) for r in records),
         "looked_again": sum(int(record.get("looked_again") or 0) for record in records),
         "prompt_tokens": {"median": _median(prompt), "total": sum(prompt)},
         "completion_tokens": {"median": _median(completion), "total": sum(completion)},
@@ -119,6 +120,7 @@ def render_report(summary: dict[str, Any]) -> str:
         f" fixes that repeated the failed code (not run): {summary.get('repeated_fixes', 0)},"
         f" without code: {summary.get('fixes_without_code', 0)}"
         f" (asked once more, without an attempt: {summary.get('asked_once_more', 0)});"
+        f" fixes jupyter-ci wrote itself: {summary.get('own_fixes', 0)};"
         f" results that looked wrong, looked at again: {summary.get('looked_again', 0)}",
         f"prompt tokens{estimated}: median {prompt['median']:,.0f}, total {prompt['total']:,}",
         f"completion tokens{estimated}: median {completion['median']:,.0f},"

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..agent.inspect_first import INSPECT_HEADER
-from ..agent.loop import NO_FIX_NOTICE, ONCE_MORE, SAME_CODE_NOTICE
+from ..agent.loop import NO_FIX_NOTICE, ONCE_MORE, OWN_FIX_NOTICE, SAME_CODE_NOTICE
 from ..agent.retries import LOOK_AGAIN_NOTICE
 from ..agent.suspicious import answer_concerns, output_concerns
 from ..errors import ConfigError, exception_text
@@ -237,13 +237,13 @@ async def run_task(task: Task, settings: Settings, out_dir: Path) -> dict[str, A
     answered_first = False
     #: Fixes that repeated the code that had just failed or had no code (the loop runs
     #: neither), and results that looked wrong, which the model was asked to look at again
-    #: (check_results).
-    repeated = without_code = looked_again = once_more = 0
+    #: (check_results); fixes jupyter-ci wrote itself (own_fixes).
+    repeated = without_code = looked_again = once_more = own = 0
     #: The inspecting first cells (inspect_data): jupyter-ci's cells, not the model's attempts.
     inspecting: set[str] = set()
 
     def on_event(event: dict[str, Any]) -> None:
-        nonlocal repeated, without_code, looked_again, once_more, answered_first
+        nonlocal repeated, without_code, looked_again, once_more, own, answered_first
         kind = event["type"]
         text = str(event.get("text") or "")
         if kind in ("cell_inserted", "cell_updated"):
@@ -269,6 +269,8 @@ async def run_task(task: Task, settings: Settings, out_dir: Path) -> dict[str, A
             once_more += ONCE_MORE in text
         elif kind == "message" and ONCE_MORE in text:  # a result kept that cannot be right
             once_more += 1
+        elif kind == "message" and text.startswith(OWN_FIX_NOTICE):
+            own += 1
         elif kind == "message" and text.startswith(LOOK_AGAIN_NOTICE):
             looked_again += 1
             if not first_digest:
@@ -341,6 +343,7 @@ async def run_task(task: Task, settings: Settings, out_dir: Path) -> dict[str, A
         "repeated_fixes": repeated,
         "fixes_without_code": without_code,
         "asked_once_more": once_more,
+        "own_fixes": own,
         "looked_again": looked_again,
         "inspected": bool(inspecting),
         "suspicious": suspicious(answers, outputs, request),

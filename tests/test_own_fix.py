@@ -1,0 +1,99 @@
+"""jupyter-ci's own fixes (jupyter_ci/agent/own_fix.py): what they change and what they refuse."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from jupyter_ci.agent.fix_context import fix_context_here
+from jupyter_ci.agent.own_fix import SPELLED_LINE, own_fix, respelled, spellings
+
+SPACED = pd.DataFrame({"DATE": [1], " WINDSPEED": [2.0], "avg. wait time ": [3.0]})
+
+
+def fix_of(namespace: dict[str, Any], code: str) -> str | None:
+    """Run ``code`` in ``namespace`` as the kernel would, and return jupyter-ci's fix of it."""
+    with pytest.raises((KeyError, NameError)) as raised:
+        exec(code, namespace)  # noqa: S102 - the test's own code, for the real error text
+    ename, evalue = type(raised.value).__name__, str(raised.value)
+    lines, pairs = spellings(fix_context_here(namespace, ename, evalue, code))
+    assert not any(line.startswith(SPELLED_LINE) for line in lines)  # never to the model
+    fixed = own_fix(code, ename, evalue, pairs)
+    return None if fixed is None else fixed.code
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "w['WINDSPEED'].mean()",  # KeyError: 'WINDSPEED'
+        'w.dropna(subset=["WINDSPEED"])["WINDSPEED"].mean()',  # KeyError: ['WINDSPEED']
+        "w[['DATE', 'WINDSPEED']]",  # "['WINDSPEED'] not in index"
+    ],
+)
+def test_a_name_written_without_its_spaces_is_respelled_everywhere(code: str) -> None:
+    namespace: dict[str, Any] = {"w": SPACED.copy()}
+    fixed = fix_of(namespace, code)
+    assert fixed is not None
+    assert "'WINDSPEED'" not in fixed
+    assert '"WINDSPEED"' not in fixed
+    assert fixed == code.replace("WINDSPEED", " WINDSPEED")  # the quotes are the code's own
+    exec(fixed, namespace)  # noqa: S102 - it runs now
+
+
+def test_every_spaced_name_of_the_cell_at_once_not_one_attempt_each() -> None:
+    code = "w['WINDSPEED'] / w['avg. wait time']\nlabel = 'WINDSPEED'"
+    fixed = fix_of({"w": SPACED.copy()}, code)
+    assert fixed == ("w[' WINDSPEED'] / w['avg. wait time ']\nlabel = ' WINDSPEED'")
+
+
+@pytest.mark.parametrize(
+    ("code", "why"),
+    [
+        ("w['windspeed']", "another case: the model's to decide"),
+        ("w['SPEED']", "another name"),
+        ("w[f'WIND{\"SPEED\"}']", "no plain literal names it"),
+    ],
+)
+def test_no_fix_where_the_kernel_does_not_leave_one(code: str, why: str) -> None:
+    namespace: dict[str, Any] = {"w": SPACED.copy()}
+    assert fix_of(namespace, code) is None, why
+
+
+def test_two_columns_that_differ_only_by_spaces_leave_no_fix() -> None:
+    frame = pd.DataFrame({" A": [1], "A ": [2]})
+    assert fix_of({"w": frame}, "w['A']") is None
+
+
+def test_a_forged_pair_can_only_respell() -> None:
+    lines = [
+        f'{SPELLED_LINE}["x", "__import__(\'os\')"]',
+        f'{SPELLED_LINE}["A", " A "]',
+        f"{SPELLED_LINE}not json",
+        "df is a DataFrame with columns: ' A '",
+    ]
+    kept, pairs = spellings(lines)
+    assert kept == ["df is a DataFrame with columns: ' A '"]
+    assert pairs == {"A": " A "}
+    fixed = respelled("x = 'x'\ndf['A']", pairs)
+    assert fixed is not None
+    assert fixed.code == "x = 'x'\ndf[' A ']"
+    assert fixed.said == "wrote 'A' as ' A ', as the frame spells it"
+
+
+@pytest.mark.parametrize(
+    ("name", "line"),
+    [("pd", "import pandas as pd"), ("np", "import numpy as np")],
+)
+def test_a_usual_import_left_out_is_put_first(name: str, line: str) -> None:
+    code = f"x = {name}.__name__\nprint(x)"
+    fixed = fix_of({}, code)
+    assert fixed == f"{line}\n{code}"
+    exec(fixed, {})  # noqa: S102
+
+
+def test_any_other_name_is_the_model_to_fix() -> None:
+    assert fix_of({}, "import numpy as np\ndel np\nnp.pi") is None  # the import is there
+    assert fix_of({}, "dff.head()") is None
+    assert fix_of({}, "pdf.head()") is None
