@@ -759,3 +759,31 @@ def test_the_levers_in_the_kernel_too(tmp_path: Path) -> None:
     assert "done — 2 cells, 3 attempts" in said
     # The frame the look loaded is the user's now: the next cell uses it.
     assert notebook.cells[2].outputs[0]["text"] == "3\n"
+
+
+def test_an_own_fix_in_the_kernel_too(tmp_path: Path) -> None:
+    """The in-kernel loop reads the same facts over the user's namespace and fixes the same."""
+    with ScriptedModelServer([Reply.code(SPACED), Reply.text("The mean is 2.0.")]) as server:
+        setup = f"%load_ext jupyter_ci\n%ci --model openai/scripted --api-base {server.base_url}"
+        notebook = nbformat.v4.new_notebook()
+        notebook.cells = [
+            nbformat.v4.new_code_cell(s)
+            for s in (setup, "%%ci mean wind speed", "print(w[' WINDSPEED'].sum())")
+        ]
+        client = NotebookClient(
+            notebook,
+            timeout=120,
+            kernel_name="python3",
+            resources={"metadata": {"path": str(tmp_path)}},
+        )
+        client.execute()
+        assert len(server.chat_requests) == 2
+    said = "".join(o.get("text", "") for o in notebook.cells[1].outputs)
+    # This kernel has no pd yet: the import first (attempt 2), then the spelling (attempt 3).
+    assert f"{OWN_FIX_NOTICE}: added import pandas as pd (attempt 2/3)." in said
+    assert (
+        f"{OWN_FIX_NOTICE}: wrote 'WINDSPEED' as ' WINDSPEED', as the frame spells it "
+        "(attempt 3/3)." in said
+    )
+    assert "mean: 2.0" in said
+    assert notebook.cells[2].outputs[0]["text"] == "4.0\n"
