@@ -1,0 +1,40 @@
+"""jupyter-ci's own fix (``own_fixes``) in real JupyterLab, as a user meets it: the model's cell
+fails on a column written without the spaces the frame's name has; jupyter-ci respells it in the
+same cell without asking the model (attempt 2/3), and the panel's notice says what it changed.
+
+The model is the scripted server; the kernel is real; the labextension is the built one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jupyter_ci.agent.loop import OWN_FIX_NOTICE
+from jupyter_ci.testing import Reply, ScriptedModelServer
+
+from .lab import Lab
+from .notebooks import generated, text_of
+from .test_look_again import in_both_themes, notice_said, run_to_the_end
+
+MADE = 'import pandas as pd\nw = pd.DataFrame({" WINDSPEED": [1.0, 3.0]})\n'
+SPACED = MADE + "print('@mean[%.2f]' % w['WINDSPEED'].mean())"
+
+
+def test_a_spaced_column_is_fixed_by_jupyter_ci_and_said(
+    model_context: Any, model_lab: Lab, model: ScriptedModelServer
+) -> None:
+    model.set_script([Reply.code(SPACED), Reply.text("The mean wind speed is @mean[2.00].")])
+    page, all_cells = run_to_the_end(
+        model_context, model_lab, "%%ci the mean wind speed, as @mean[value]"
+    )
+    (fixed,) = generated(all_cells)
+    assert fixed["source"] == SPACED.replace("w['WINDSPEED']", "w[' WINDSPEED']")
+    assert fixed["metadata"]["jupyter_ci"]["attempt"] == 2
+    assert "@mean[2.00]" in text_of(fixed["outputs"])
+    assert len(model.chat_requests) == 2  # the cell, then the answer: none for the fix
+    notice_said(
+        page,
+        f"{OWN_FIX_NOTICE}: wrote 'WINDSPEED' as ' WINDSPEED', as the frame spells it "
+        "(attempt 2/3).",
+    )
+    in_both_themes(page, "own_fix")
