@@ -726,6 +726,19 @@ def test_which_files_and_names() -> None:
     assert re.fullmatch(r"\w+", frame_name("---.csv", []))
 
 
+def in_the_kernel(folder: Path, server: ScriptedModelServer, *sources: str) -> Any:
+    """Run, with nbclient in ``folder``, a notebook that loads jupyter-ci with ``server`` as its
+    model, then ``sources``; returns the notebook (its first cell is the setup)."""
+    setup = f"%load_ext jupyter_ci\n%ci --model openai/scripted --api-base {server.base_url}"
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell(s) for s in (setup, *sources)]
+    client = NotebookClient(
+        notebook, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(folder)}}
+    )
+    client.execute()
+    return notebook
+
+
 def test_the_levers_in_the_kernel_too(tmp_path: Path) -> None:
     """``%%ci`` running the loop inside the kernel (nbclient, no frontend): the same loop, so
     the same levers, switched on by the magic's own flags."""
@@ -738,18 +751,9 @@ def test_the_levers_in_the_kernel_too(tmp_path: Path) -> None:
         Reply.text("The mean price is 2.25."),
     ]
     with ScriptedModelServer(script) as server:
-        setup = f"%load_ext jupyter_ci\n%ci --model openai/scripted --api-base {server.base_url}"
         levers = "--inspect-data --check-results --temperature 0 --fix-temperatures 0.5"
         ask = f"%%ci {levers} mean price in sales.csv"
-        notebook = nbformat.v4.new_notebook()
-        notebook.cells = [nbformat.v4.new_code_cell(s) for s in (setup, ask, "print(len(sales))")]
-        client = NotebookClient(
-            notebook,
-            timeout=120,
-            kernel_name="python3",
-            resources={"metadata": {"path": str(tmp_path)}},
-        )
-        client.execute()
+        notebook = in_the_kernel(tmp_path, server, ask, "print(len(sales))")
         sent = temperatures(server)
         first = last_user(server.chat_requests[0])
     assert "sales: 3 rows x 2 columns" in first  # the look, in the kernel's own folder
@@ -764,19 +768,8 @@ def test_the_levers_in_the_kernel_too(tmp_path: Path) -> None:
 def test_an_own_fix_in_the_kernel_too(tmp_path: Path) -> None:
     """The in-kernel loop reads the same facts over the user's namespace and fixes the same."""
     with ScriptedModelServer([Reply.code(SPACED), Reply.text("The mean is 2.0.")]) as server:
-        setup = f"%load_ext jupyter_ci\n%ci --model openai/scripted --api-base {server.base_url}"
-        notebook = nbformat.v4.new_notebook()
-        notebook.cells = [
-            nbformat.v4.new_code_cell(s)
-            for s in (setup, "%%ci mean wind speed", "print(w[' WINDSPEED'].sum())")
-        ]
-        client = NotebookClient(
-            notebook,
-            timeout=120,
-            kernel_name="python3",
-            resources={"metadata": {"path": str(tmp_path)}},
-        )
-        client.execute()
+        ask = "%%ci mean wind speed"
+        notebook = in_the_kernel(tmp_path, server, ask, "print(w[' WINDSPEED'].sum())")
         assert len(server.chat_requests) == 2
     said = "".join(o.get("text", "") for o in notebook.cells[1].outputs)
     # This kernel has no pd yet: the import first (attempt 2), then the spelling (attempt 3).
