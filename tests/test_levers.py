@@ -249,6 +249,9 @@ async def test_a_spaced_column_is_respelled_without_asking_the_model(
         " ".join(notices) + " "
     )
     assert any(text.endswith("(attempt 2/3).") for text in notices)
+    updates = [(e["cause"], e["attempt"]) for e in recorder.of("cell_updated")]
+    assert ("own_fix", 2) in updates  # jupyter-ci's, not the model's ("fix")
+    assert all(cause != "fix" for cause, _ in updates)
     cells = await iris.read_cells()
     assert cells[-1].source == respelled
     assert "mean: 2.0" in str(cells[-1].outputs)

@@ -164,8 +164,8 @@ class RunCells:
         """The cell's code is now ``after``: write it if it changed, and say so with the diff.
 
         ``cause`` is why (the protocol's CellUpdatedEvent): ``streamed`` (the streamed code is
-        complete), ``fix``, ``edited`` (the user's edit in review), ``reproposed``, ``stopped``,
-        ``restored`` (the user's code put back into their cell).
+        complete), ``fix``, ``own_fix``, ``edited`` (the user's edit in review), ``reproposed``,
+        ``stopped``, ``restored`` (the user's code put back into their cell).
         """
         if after != before:
             # The user's cell keeps its undo history; the user's own edit (in review) is

@@ -76,7 +76,7 @@ NO_FIX_NOTICE = "The model replied without code for the failing cell"
 #: same code, in reply to a look again that did not offer to keep it).
 KEPT_WRONG_NOTICE = "The model kept a result that cannot be right as written"
 #: The notice of a fix jupyter-ci writes itself (``own_fixes``), followed by what it changed.
-OWN_FIX_NOTICE = "jupyter-ci fixed the cell itself"
+OWN_FIX_NOTICE = "Fixed without asking the model"
 #: What those notices add when the model is asked once more, without using an attempt.
 ONCE_MORE = "asked once more, without using an attempt"
 #: The notice when the fixes of a result that looked wrong failed until ``max_attempts``: the
@@ -376,7 +376,7 @@ class AgentRun(Retrying):
                 )
                 if not self.settings.fresh_fixes:  # the conversation says what the cell is now
                     messages += [told, {"role": "assistant", "content": fenced(own.code)}]
-                await self.cells.rewrite(cell_id, source, own.code, attempt, cause="fix")
+                await self.cells.rewrite(cell_id, source, own.code, attempt, cause="own_fix")
                 source = own.code
                 continue
             fixed = await self._ask_again(messages, base, tries, told, attempt, context=context)

@@ -63,7 +63,15 @@ class CellUpdatedEvent(EventBase):
     diff: str
     attempt: int
     cause: Literal[
-        "streamed", "fix", "edited", "reproposed", "stopped", "restored", "kept", "agent"
+        "streamed",
+        "fix",
+        "own_fix",
+        "edited",
+        "reproposed",
+        "stopped",
+        "restored",
+        "kept",
+        "agent",
     ]
 
 

@@ -44,7 +44,10 @@ export class FixInView extends Lifecycle {
       event.reason !== RATE_LIMITED_REASON
     ) {
       cellId = view.attempt?.cellId ?? null;
-    } else if (event.type === 'cell_updated' && event.cause === 'fix') {
+    } else if (
+      event.type === 'cell_updated' &&
+      (event.cause === 'fix' || event.cause === 'own_fix')
+    ) {
       cellId = event.cell_id;
     } else if (event.type === 'execution_started' && event.attempt > 1) {
       cellId = event.cell_id;

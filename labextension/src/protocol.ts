@@ -336,11 +336,13 @@ export interface ICellUpdatedEvent extends IEventBase {
   /**
    * streamed: the code that streamed into the cell is complete (repaired if the
    * model's block needed it); fix: the model's fix after a failure, or of the
-   * user's cell; edited: the user's edit in review; reproposed: the model's
-   * other proposal after a Reject. stopped: the run was stopped while the model
-   * wrote this cell; its code is commented out, so it never runs unedited (Run
-   * All included). restored: the user's own code put back into their cell (a
-   * fix of it), as an undoable change, because the run ended while the model's
+   * user's cell; own_fix: jupyter-ci's own fix after a failure, written without
+   * the model (own_fixes: a column's name respelled, a usual import added);
+   * edited: the user's edit in review; reproposed: the model's other proposal
+   * after a Reject. stopped: the run was stopped while the model wrote this
+   * cell; its code is commented out, so it never runs unedited (Run All
+   * included). restored: the user's own code put back into their cell (a fix of
+   * it), as an undoable change, because the run ended while the model's
    * proposal waited unaccepted (rejected, or the run stopped or failed during
    * the review). kept: the version of the cell that ran put back (and run
    * again), because its result looked wrong and the fixes of it failed until
@@ -350,6 +352,7 @@ export interface ICellUpdatedEvent extends IEventBase {
   cause:
     | 'streamed'
     | 'fix'
+    | 'own_fix'
     | 'edited'
     | 'reproposed'
     | 'stopped'

@@ -176,6 +176,7 @@ export namespace RunDecorations {
 function shownChange(event: ICellUpdatedEvent): ICellDecoration {
   switch (event.cause) {
     case 'fix':
+    case 'own_fix':
     case 'reproposed':
     case 'kept':
       return {

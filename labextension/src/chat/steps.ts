@@ -136,6 +136,7 @@ const FINISHED_LABEL: Record<TerminalRunState, string> = {
 const UPDATE_LABEL: Record<ICellUpdatedEvent['cause'], string> = {
   streamed: '',
   fix: 'Fix written',
+  own_fix: 'Fixed by jupyter-ci',
   edited: 'Edited by you',
   reproposed: 'Proposed again',
   stopped: 'Stopped before it was complete',
@@ -228,8 +229,8 @@ export function applyEvent(
       if (UPDATE_LABEL[cause] && (cause !== 'agent' || event.diff)) {
         steps.push({
           label:
-            cause === 'fix'
-              ? `${UPDATE_LABEL.fix}, attempt ${event.attempt}/${next.maxAttempts}`
+            cause === 'fix' || cause === 'own_fix'
+              ? `${UPDATE_LABEL[cause]}, attempt ${event.attempt}/${next.maxAttempts}`
               : UPDATE_LABEL[cause],
           cellId: event.cell_id,
           status: 'ok'
