@@ -11,9 +11,9 @@ Only where the kernel's facts leave one fix and it cannot change what the cell m
 - a ``NameError`` on one of the usual names of the data libraries (``pd``, ``np``, ``plt``,
   ``sns``): the import that defines it is put first.
 
-Small models fail these most often and fix them least: the bench's dev set with a 1.5B model
-ended 9 questions on such a ``KeyError``, some after three fixes that wrote the name the same
-way, although the fix prompt listed the column with its spaces.
+Small models fail these most often and fix them least: on the bench's dev set, a 1.5B model
+ended 7 questions on such a ``KeyError`` after three tries that wrote the name the same way,
+although the fix prompt listed the column with its spaces.
 """
 
 from __future__ import annotations
