@@ -12,6 +12,7 @@ from typing import Any
 from jupyter_ci.agent.loop import OWN_FIX_NOTICE
 from jupyter_ci.testing import Reply, ScriptedModelServer
 
+from .chat import steps
 from .lab import Lab
 from .notebooks import generated, text_of
 from .test_look_again import in_both_themes, notice_said, run_to_the_end
@@ -37,4 +38,7 @@ def test_a_spaced_column_is_fixed_by_jupyter_ci_and_said(
         f"{OWN_FIX_NOTICE}: wrote 'WINDSPEED' as ' WINDSPEED', as the frame spells it "
         "(attempt 2/3).",
     )
+    shown = steps(page)
+    assert any(step.startswith("Fixed by jupyter-ci, attempt 2/3") for step in shown), shown
+    assert not any(step.startswith("Fix written") for step in shown), shown  # not the model's
     in_both_themes(page, "own_fix")
