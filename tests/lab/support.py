@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from jupyter_ci.server.app import JupyterCIServer
@@ -37,3 +38,19 @@ def start_request(path: str, kernel_id: str, prompt: str, **fields: Any) -> dict
 def finished(event: dict[str, Any]) -> bool:
     """Whether a run event is the run's end."""
     return event.get("type") == "finished"
+
+
+async def exported(jp_fetch: Any, path: str, last: str) -> str:
+    """The conversation's Markdown export, once it holds ``last`` (the record is written off
+    the run's path)."""
+
+    async def text() -> str:
+        response = await jp_fetch("jupyter-ci", "conversation", "export", params={"path": path})
+        return str(response.body.decode())
+
+    for _ in range(100):
+        found = await text()
+        if last in found:
+            return found
+        await asyncio.sleep(0.05)
+    return await text()

@@ -13,7 +13,7 @@ from jupyter_ci.server.app import JupyterCIServer
 from jupyter_ci.testing import Reply, ScriptedModelServer
 from jupyter_ci.testing.lab_tab import ScriptedTab
 
-from .support import finished, start_request
+from .support import exported, finished, start_request
 
 TabFactory = Callable[..., ScriptedTab]
 KernelStarter = Callable[[], Awaitable[str]]
@@ -274,22 +274,6 @@ async def test_a_rejected_cell_is_reported_to_the_model_in_the_next_request(
     assert any("I rejected the cell you proposed" in str(content) for content in sent)
 
 
-async def exported(jp_fetch: Any, path: str, last: str) -> str:
-    """The conversation's Markdown export, once it holds ``last`` (the record is written off
-    the run's path)."""
-
-    async def text() -> str:
-        response = await jp_fetch("jupyter-ci", "conversation", "export", params={"path": path})
-        return str(response.body.decode())
-
-    for _ in range(100):
-        found = await text()
-        if last in found:
-            return found
-        await asyncio.sleep(0.05)
-    return await text()
-
-
 async def test_the_export_holds_each_request_its_final_code_outputs_and_answer(
     app: JupyterCIServer,
     model_server: ScriptedModelServer,
@@ -330,35 +314,6 @@ async def test_the_export_holds_each_request_its_final_code_outputs_and_answer(
     assert at == sorted(at), text
     assert "NameError" in text[at[2] : at[3]]
     assert "[stdout] 5" in text[at[4] : at[5]]
-
-
-async def test_an_own_fix_in_the_lab_path_and_its_export(
-    app: JupyterCIServer,
-    model_server: ScriptedModelServer,
-    start_kernel: KernelStarter,
-    tab_factory: TabFactory,
-    jp_fetch: Any,
-) -> None:
-    # The server reads the kernel's facts through its own client; the tab writes the fix.
-    spaced = "import pandas as pd\nw = pd.DataFrame({' A': [1, 2]})\nprint(w['A'].sum())"
-    model_server.set_script([Reply.code(spaced), Reply.text("The sum is 3.")])
-    kernel_id = await start_kernel()
-    tab = tab_factory()
-    tab.open_notebook("a.ipynb", kernel_id)
-    await tab.connect()
-    reply = await tab.request(start_request("a.ipynb", kernel_id, "sum of A"))
-    end = await tab.wait_for_event(finished, reply["run_id"], timeout=60)
-    assert (end["state"], end["reason"]) == ("done", "answered")
-    assert len(model_server.chat_requests) == 2  # no model call for the fix
-    [cell] = tab.notebooks["a.ipynb"].cells
-    fixed = spaced.replace("w['A']", "w[' A']")
-    assert cell["source"] == fixed
-    text = await exported(jp_fetch, "a.ipynb", end["text"])
-    told = (
-        f"_jupyter-ci fixed the cell itself, without the model (attempt 2):_\n\n```python\n{fixed}"
-    )
-    assert told in text, text
-    assert "Fixed without asking the model: wrote 'A' as ' A', as the frame spells it" in text
 
 
 async def test_the_exported_file_loads_nothing_the_model_wrote(

@@ -12,7 +12,7 @@ from jupyter_ci.server.app import JupyterCIServer
 from jupyter_ci.testing import Reply, ScriptedModelServer
 from jupyter_ci.testing.lab_tab import ScriptedTab, code_cell
 
-from .support import finished, start_request
+from .support import exported, finished, start_request
 
 TabFactory = Callable[..., ScriptedTab]
 KernelStarter = Callable[[], Awaitable[str]]
@@ -120,6 +120,33 @@ async def test_the_next_request_continues_the_conversation(
     assert "first question" in contents
     assert "First answer." in contents
     assert "second question" in contents[-1]
+
+
+async def test_an_own_fix_in_the_lab_path_and_its_export(
+    app: JupyterCIServer,
+    model_server: ScriptedModelServer,
+    start_kernel: KernelStarter,
+    tab_factory: TabFactory,
+    jp_fetch: Any,
+) -> None:
+    # The server reads the kernel's facts through its own client; the tab writes the fix.
+    spaced = "import pandas as pd\nw = pd.DataFrame({' A': [1, 2]})\nprint(w['A'].sum())"
+    model_server.set_script([Reply.code(spaced), Reply.text("The sum is 3.")])
+    kernel_id = await start_kernel()
+    tab = await open_tab(tab_factory, kernel_id)
+    reply = await tab.request(start_request("a.ipynb", kernel_id, "sum of A"))
+    end = await tab.wait_for_event(finished, reply["run_id"], timeout=60)
+    assert (end["state"], end["reason"]) == ("done", "answered")
+    assert len(model_server.chat_requests) == 2  # no model call for the fix
+    cell = tab.notebooks["a.ipynb"].cells[-1]
+    fixed = spaced.replace("w['A']", "w[' A']")
+    assert cell["source"] == fixed
+    text = await exported(jp_fetch, "a.ipynb", end["text"])
+    told = (
+        f"_jupyter-ci fixed the cell itself, without the model (attempt 2):_\n\n```python\n{fixed}"
+    )
+    assert told in text, text
+    assert "Fixed without asking the model: wrote 'A' as ' A', as the frame spells it" in text
 
 
 async def test_stop_during_a_long_cell(
