@@ -9,7 +9,7 @@ Only where the kernel's facts leave one fix and it cannot change what the cell m
   :data:`~jupyter_ci.agent.fix_context.FIX_CONTEXT_SOURCE`); a pair that is not the same name
   with other spaces is dropped, so a line the kernel forges can only respell a literal;
 - a ``NameError`` on one of the usual names of the data libraries (``pd``, ``np``, ``plt``,
-  ``sns``): the import that defines it is put first.
+  ``sns``, ``stats``): the import that defines it is put first.
 
 Small models fail these most often and fix them least: on the bench's dev set, a 1.5B model
 ended 7 questions on such a ``KeyError`` after three tries that wrote the name the same way,
@@ -34,6 +34,7 @@ USUAL_IMPORTS = {
     "np": "import numpy as np",
     "plt": "import matplotlib.pyplot as plt",
     "sns": "import seaborn as sns",
+    "stats": "from scipy import stats",
 }
 
 
