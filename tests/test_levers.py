@@ -25,7 +25,7 @@ from jupyter_ci.agent.loop import (
     OWN_FIX_NOTICE,
     SAME_CODE_NOTICE,
 )
-from jupyter_ci.agent.retries import LOOK_AGAIN_NOTICE, LOOKS_WRONG
+from jupyter_ci.agent.retries import LOOK_AGAIN_NOTICE, LOOKS_WRONG, RESPELLED_NOTICE
 from jupyter_ci.agent.states import RunState
 from jupyter_ci.options import option
 from jupyter_ci.testing import Reply, ScriptedModelServer
@@ -257,6 +257,56 @@ async def test_a_spaced_column_is_respelled_without_asking_the_model(
     assert "mean: 2.0" in str(cells[-1].outputs)
     if not fresh_fixes:  # the long conversation holds the cell as it is now
         assert {"role": "assistant", "content": fenced(respelled)} in requests[1].messages
+
+
+@pytest.mark.asyncio
+async def test_a_later_fix_keeps_the_spelling_jupyter_ci_corrected(iris: KernelWorkspace) -> None:
+    # The own fix respells the column; the cell then fails on a column the model invented, and
+    # the model's fix writes the name without its spaces again (as a small model does).
+    frame = "w = pd.DataFrame({' WINDSPEED': [1.0, 3.0]})\n"
+    first = frame + "print('mean:', w['WINDSPEED'].mean(), w['GUST'].max())"
+    fix = frame + "print('mean:', w['WINDSPEED'].mean())"
+    recorder = Recorder()
+    script = [Reply.code(first), Reply.code(fix), Reply.text("The mean is 2.0.")]
+    with ScriptedModelServer(script) as server:
+        outcome = await run_loop(iris, server, "mean wind speed", recorder=recorder)
+        assert len(server.chat_requests) == 3  # the code, the fix after 'GUST', the answer
+    assert outcome.state is RunState.DONE, outcome.error
+    assert outcome.attempts == 3
+    updates = [(e["cause"], e["attempt"]) for e in recorder.of("cell_updated")]
+    assert [u for u in updates if u[0] != "streamed"] == [("own_fix", 2), ("fix", 3)]
+    notices = [e["text"] for e in recorder.of("message") if e["role"] == "notice"]
+    assert (
+        f"{RESPELLED_NOTICE}: wrote 'WINDSPEED' as ' WINDSPEED', as the frame spells it." in notices
+    )
+    cells = await iris.read_cells()
+    assert cells[-1].source == fix.replace("w['WINDSPEED']", "w[' WINDSPEED']")
+    assert "mean: 2.0" in str(cells[-1].outputs)
+
+
+@pytest.mark.asyncio
+async def test_a_fix_that_respelled_is_the_failed_code_is_not_run(iris: KernelWorkspace) -> None:
+    # The model's fix is the cell before the own fix: held to the spelling, it is the code that
+    # just failed, so it is not run again (the free ask, then an attempt).
+    first = "w = pd.DataFrame({' WINDSPEED': [1.0, 3.0]})\nprint(w['WINDSPEED'].mean(), GUST)"
+    right = first.replace(", GUST", "")
+    recorder = Recorder()
+    script = [
+        Reply.code(first),
+        Reply.code(first),
+        Reply.code(right),
+        Reply.text("The mean is 2.0."),
+    ]
+    with ScriptedModelServer(script) as server:
+        outcome = await run_loop(iris, server, "mean wind speed", recorder=recorder)
+        assert len(server.chat_requests) == 4
+    assert outcome.state is RunState.DONE, outcome.error
+    notices = " ".join(e["text"] for e in recorder.of("message") if e["role"] == "notice")
+    assert f"{SAME_CODE_NOTICE}; {ONCE_MORE}." in notices
+    executed = [e for e in recorder.of("execution_finished")]
+    assert [e["status"] for e in executed] == ["error", "error", "ok"]
+    cells = await iris.read_cells()
+    assert cells[-1].source == right.replace("w['WINDSPEED']", "w[' WINDSPEED']")
 
 
 @pytest.mark.asyncio
@@ -589,6 +639,68 @@ async def test_a_result_kept_that_cannot_be_right_is_asked_for_once_more(
     assert f"{KEPT_WRONG_NOTICE}; {ONCE_MORE}." in notices
     cells = await folder.read_cells()
     assert cells[-1].outputs[0]["text"] == "@mean[2.25]\n"
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("fresh_fixes", [True, False])
+async def test_a_result_kept_twice_that_cannot_be_right_uses_an_attempt(
+    folder: KernelWorkspace, fresh_fixes: bool
+) -> None:
+    spaced = READ + "print('@mean', round(price.mean(), 2))"
+    answered = READ + "print(f'@mean[{round(price.mean(), 2)}]')"
+    script = [
+        Reply.code(spaced),
+        Reply.code(spaced),  # kept: asked once more, without an attempt
+        Reply.code(spaced),  # kept again: that uses attempt 2, and it is asked again
+        Reply.code(answered, match="kept unchanged" if fresh_fixes else "Do not keep it"),
+        Reply.text("Done."),
+    ]
+    recorder = Recorder()
+    with ScriptedModelServer(script) as server:
+        outcome = await run_loop(
+            folder,
+            server,
+            "The mean price in sales.csv, as @mean[value]",
+            recorder=recorder,
+            fresh_fixes=fresh_fixes,
+        )
+        asked = [last_user(r) for r in server.chat_requests]
+    assert outcome.state is RunState.DONE, outcome.error
+    assert outcome.attempts == 2  # cells run: the keep used attempt 2 and ran nothing
+    notices = [e["text"] for e in recorder.of("message") if e["role"] == "notice"]
+    assert f"{KEPT_WRONG_NOTICE}; {ONCE_MORE}." in notices
+    assert f"{KEPT_WRONG_NOTICE} (attempt 2/3)." in notices
+    if fresh_fixes:  # the account tells the keep
+        assert "Try 2: kept unchanged, though its result cannot be right as written" in asked[3]
+    else:
+        assert "attempt 2 of 3 is used up" in asked[3]
+        assert "with this name exactly: @mean[value]" in asked[3]
+    executed = [e["attempt"] for e in recorder.of("execution_started")]
+    assert executed == [1, 3]
+    cells = await folder.read_cells()
+    assert cells[-1].outputs[0]["text"] == "@mean[2.25]\n"
+
+
+@pytest.mark.asyncio
+async def test_a_result_kept_with_no_attempt_left_for_a_fix_stands(
+    folder: KernelWorkspace,
+) -> None:
+    spaced = READ + "print('@mean', round(price.mean(), 2))"
+    script = [
+        Reply.code(spaced),
+        Reply.code(spaced),  # kept
+        Reply.code(spaced),  # kept again, asked once more: no attempt left to run a fix
+        Reply.text("It is @mean[2.25]."),
+    ]
+    with ScriptedModelServer(script) as server:
+        outcome = await run_loop(
+            folder, server, "The mean price in sales.csv, as @mean[value]", max_attempts=2
+        )
+        assert len(server.chat_requests) == 4  # no ask after the second keep
+    assert outcome.state is RunState.DONE, outcome.error
+    assert outcome.attempts == 1
+    cells = await folder.read_cells()
+    assert cells[-1].outputs[0]["text"] == "@mean 2.25\n"
 
 
 @pytest.mark.asyncio

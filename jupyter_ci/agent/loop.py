@@ -50,7 +50,15 @@ from .own_fix import OwnFix, own_fix, spellings
 from .packages import missing_package
 from .prompts import render
 from .request import Approver, EventCallback, ReviewDecision, RunRequest
-from .retries import KEEP_UNCHANGED, LOOKS_WRONG, NO_CODE, REPEATED, Retrying, Tried
+from .retries import (
+    KEEP_UNCHANGED,
+    KEPT_WRONG_NOTICE,
+    LOOKS_WRONG,
+    NO_CODE,
+    REPEATED,
+    Retrying,
+    Tried,
+)
 from .run_base import ABANDONED, DIGEST_CHARS, NO_STREAM, _Finish, _Rejected
 from .states import RunState
 from .suspicious import Concern, may_be_right, printed
@@ -74,7 +82,6 @@ SAME_CODE_NOTICE = "The model proposed the code that just failed again; it was n
 NO_FIX_NOTICE = "The model replied without code for the failing cell"
 #: The notice when the model keeps a result that cannot be right as written (no code, or the
 #: same code, in reply to a look again that did not offer to keep it).
-KEPT_WRONG_NOTICE = "The model kept a result that cannot be right as written"
 #: The notice of a fix jupyter-ci writes itself (``own_fixes``), followed by what it changed.
 OWN_FIX_NOTICE = "Fixed without asking the model"
 #: What those notices add when the model is asked once more, without using an attempt.
@@ -331,8 +338,13 @@ class AgentRun(Retrying):
                 fixed = await self._look_again(
                     messages, base, tries, source, digest, concerns, attempt
                 )
-                if not runnable(fixed, source):
-                    return execution, digest  # the model keeps the result
+                while not runnable(fixed, source):
+                    # The model keeps the result: it stands if it may be right, or when no
+                    # attempt would be left to run another version.
+                    if may_be_right(concerns) or attempt + 1 >= self.settings.max_attempts:
+                        return execution, digest
+                    attempt += 1
+                    fixed = await self._kept_wrong(messages, base, tries, concerns, attempt)
                 attempt += 1
                 await self.cells.rewrite(cell_id, source, fixed, attempt, cause="fix")
                 source = fixed
@@ -365,8 +377,9 @@ class AgentRun(Retrying):
                 **extra,
             )
             told = self.conversation.user_message(prompt, digest)
-            if own is not None and runnable(own.code, source):
-                # jupyter-ci's own fix, certain from the kernel's facts: no model call.
+            if own is not None:
+                # jupyter-ci's own fix, certain from the kernel's facts (it always changes the
+                # code): no model call.
                 attempt += 1
                 self.emit(
                     "message",
@@ -377,6 +390,7 @@ class AgentRun(Retrying):
                 if not self.settings.fresh_fixes:  # the conversation says what the cell is now
                     messages += [told, {"role": "assistant", "content": fenced(own.code)}]
                 await self.cells.rewrite(cell_id, source, own.code, attempt, cause="own_fix")
+                self.spellings.update(own.respelled)
                 source = own.code
                 continue
             fixed = await self._ask_again(messages, base, tries, told, attempt, context=context)

@@ -23,7 +23,7 @@ import io
 import json
 import re
 import tokenize
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 #: How the kernel's context names a respelling: ``spelled: ["as written", "as the column is"]``.
 SPELLED_LINE = "spelled: "
@@ -40,10 +40,12 @@ USUAL_IMPORTS = {
 
 @dataclass(frozen=True)
 class OwnFix:
-    """A fix of jupyter-ci's: the cell's new code and what was changed, in words."""
+    """A fix of jupyter-ci's: the cell's new code, what was changed, in words, and the
+    respellings it made (as written -> as the frame spells it)."""
 
     code: str
     said: str
+    respelled: dict[str, str] = field(default_factory=dict)
 
 
 def spellings(lines: list[str]) -> tuple[list[str], dict[str, str]]:
@@ -89,8 +91,9 @@ def respelled(code: str, pairs: dict[str, str]) -> OwnFix | None:
         (row, start), (_, end) = token.start, token.end
         line = lines[row - 1]
         lines[row - 1] = line[:start] + literal + line[end:]
-    names = ", ".join(f"{name!r} as {pairs[name]!r}" for name in dict.fromkeys(written))
-    return OwnFix("".join(lines), f"wrote {names}, as the frame spells it")
+    made = {name: pairs[name] for name in written}
+    names = ", ".join(f"{name!r} as {spelled!r}" for name, spelled in made.items())
+    return OwnFix("".join(lines), f"wrote {names}, as the frame spells it", made)
 
 
 def _literal(written: str, value: str) -> str:

@@ -40,6 +40,7 @@ from ..vocabulary import constant
 from .digest import head_tail
 from .extract import fenced
 from .inspect_first import named_files
+from .own_fix import respelled
 from .prompts import render
 from .review import Reviewing
 from .run_base import NO_STREAM
@@ -60,10 +61,16 @@ ACCOUNT_RESULT_CHARS = 600
 REPEATED = "not run, it would fail the same way"
 #: How it tells a fix whose reply had no code.
 NO_CODE = "no code in the reply, nothing was run"
+#: How it tells a result kept that cannot be right as written.
+KEPT_WRONG = "kept unchanged, though its result cannot be right as written"
+#: The notice when the model keeps such a result (asked once more, then it costs an attempt).
+KEPT_WRONG_NOTICE = "The model kept a result that cannot be right as written"
 #: The notice when a result looks wrong and the model is asked to look again (the bench counts).
 LOOK_AGAIN_NOTICE = "The result looks wrong"
 #: The reason of the fixing state then (the panel's step says a result, not an error).
 LOOKS_WRONG: str = constant("LooksWrongReason")
+#: The notice when a model's fix is held to a spelling jupyter-ci corrected before in the run.
+RESPELLED_NOTICE = "Kept jupyter-ci's spelling in the model's fix"
 #: What a prompt adds when the model may keep a result that looks wrong (it may be right).
 KEEP_UNCHANGED = " If the last try's result is right as it is, reply with its code unchanged."
 
@@ -71,7 +78,7 @@ KEEP_UNCHANGED = " If the last try's result is right as it is, reply with its co
 @dataclass(frozen=True)
 class Tried:
     """One try of a cell that did not work: its code, how it ended, what it returned (no code:
-    nothing was run, the ending says why: ``REPEATED`` or ``NO_CODE``)."""
+    nothing was run, the ending says why: ``REPEATED``, ``NO_CODE`` or ``KEPT_WRONG``)."""
 
     code: str
     ending: str
@@ -123,7 +130,43 @@ class Retrying(Reviewing):
             messages, stream_after=NO_STREAM, temperature=self._fix_temperature(attempt + 1)
         )
         messages.append({"role": "assistant", "content": reply.text or code or ""})
-        return code
+        return self._spelled(code)
+
+    async def _kept_wrong(
+        self,
+        messages: list[dict[str, Any]],
+        base: Sequence[dict[str, Any]],
+        tries: list[Tried],
+        concerns: Sequence[Concern],
+        attempt: int,
+    ) -> str | None:
+        """The model kept a result that cannot be right as written, though asked once more (or
+        where another reply could not differ): that uses up attempt ``attempt``, as a fix that
+        repeats the failed code does, and it is asked again, told so; returns the new code."""
+        self.emit(
+            "message",
+            role="notice",
+            text=f"{KEPT_WRONG_NOTICE} (attempt {attempt}/{self.settings.max_attempts}).",
+        )
+        tries.append(Tried("", KEPT_WRONG, ""))
+        prompt = render(
+            "kept_wrong",
+            attempt=attempt,
+            max_attempts=self.settings.max_attempts,
+            concerns=self._describe(concerns),
+        )
+        told = {"role": "user", "content": prompt}
+        return await self._ask_again(messages, base, tries, told, attempt)
+
+    def _spelled(self, code: str | None) -> str | None:
+        """A model's fix held to the column spellings jupyter-ci's own fixes corrected in this
+        run (:attr:`spellings`): a small model's next fix often writes the name as it first
+        did, undoing the own fix and failing the same way."""
+        again = respelled(code, self.spellings) if code and self.spellings else None
+        if again is None:
+            return code
+        self.emit("message", role="notice", text=f"{RESPELLED_NOTICE}: {again.said}.")
+        return again.code
 
     def _concerns(self, execution: Execution, attempt: int) -> list[Concern]:
         """What looks wrong in a cell that ended well ([] when ``check_results`` is off, or no
@@ -200,4 +243,4 @@ class Retrying(Reviewing):
             messages, stream_after=NO_STREAM, temperature=self._fix_temperature(attempt)
         )
         messages.append({"role": "assistant", "content": reply.text or code or ""})
-        return code
+        return self._spelled(code)

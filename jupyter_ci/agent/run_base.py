@@ -132,6 +132,9 @@ class RunBase:
         )
         self.files = FileWatch(workspace, self.emit)
         self.attempts = 0
+        #: The column spellings jupyter-ci's own fixes corrected in this run (as written -> as
+        #: the frame spells it): the model's later fixes are held to them (``own_fixes``).
+        self.spellings: dict[str, str] = {}
         self.notices: list[str] = []
         self._seq = 0
         self._stopping = False

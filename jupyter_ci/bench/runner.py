@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..agent.inspect_first import INSPECT_HEADER
-from ..agent.loop import NO_FIX_NOTICE, ONCE_MORE, OWN_FIX_NOTICE, SAME_CODE_NOTICE
+from ..agent.loop import NO_FIX_NOTICE, ONCE_MORE, SAME_CODE_NOTICE
 from ..agent.retries import LOOK_AGAIN_NOTICE
 from ..agent.suspicious import answer_concerns, output_concerns
 from ..errors import ConfigError, exception_text
@@ -248,6 +248,7 @@ async def run_task(task: Task, settings: Settings, out_dir: Path) -> dict[str, A
         text = str(event.get("text") or "")
         if kind in ("cell_inserted", "cell_updated"):
             sources[str(event["cell_id"])] = str(event.get("source") or "")
+            own += event.get("cause") == "own_fix"
             if kind == "cell_inserted" and sources[str(event["cell_id"])].startswith(
                 INSPECT_HEADER
             ):
@@ -269,8 +270,6 @@ async def run_task(task: Task, settings: Settings, out_dir: Path) -> dict[str, A
             once_more += ONCE_MORE in text
         elif kind == "message" and ONCE_MORE in text:  # a result kept that cannot be right
             once_more += 1
-        elif kind == "message" and text.startswith(OWN_FIX_NOTICE):
-            own += 1
         elif kind == "message" and text.startswith(LOOK_AGAIN_NOTICE):
             looked_again += 1
             if not first_digest:
