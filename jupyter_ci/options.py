@@ -241,6 +241,16 @@ OPTIONS: tuple[Option, ...] = (
         minimum=-1,
     ),
     Option(
+        "seed",
+        int,
+        -1,
+        "Sampling seed sent with every request to the model, so that the same prompt at the same "
+        "temperature gets the same reply where the provider honours it (llama.cpp, Ollama; "
+        "OpenAI on a best-effort basis); negative sends none. Providers that take no seed are "
+        "sent none.",
+        minimum=-1,
+    ),
+    Option(
         "fix_temperatures",
         str,
         "0.6,0.9",

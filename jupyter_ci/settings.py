@@ -53,6 +53,7 @@ class Settings:
     max_tokens_per_run: int = 200_000
     max_cost_per_run: float = 1.0
     temperature: float = -1.0
+    seed: int = -1
     fix_temperatures: str = "0.6,0.9"
     fresh_fixes: bool = True
     check_results: bool = True

@@ -658,6 +658,17 @@ def test_a_paired_arm_must_not_change_first_attempts() -> None:
         "--temperature is 0.5 here but -1.0 in OUT: it can change first attempts, so only a "
         "full arm measures it"
     ]
+    # A seed changes first attempts, unless both runs are at temperature 0 (greedy).
+    seeded = {**here, "settings": {**here["settings"], "seed": 3}}
+    assert pairing_problems(same, seeded)[0] == [
+        "--seed is 3 here but -1 in OUT: it can change first attempts, so only a full arm "
+        "measures it"
+    ]
+    greedy = {**same, "settings": {**same["settings"], "temperature": 0.0}}
+    assert pairing_problems(greedy, {**seeded, "settings": {**greedy["settings"], "seed": 3}}) == (
+        [],
+        [],
+    )
     # A setting an older run did not record had its default there.
     older = {**same, "settings": {k: v for k, v in same["settings"].items() if k != "timeout"}}
     assert pairing_problems(older, here) == ([], [])

@@ -56,6 +56,28 @@ async def test_temperature_is_sent_only_when_set() -> None:
 
 
 @pytest.mark.asyncio
+async def test_the_seed_is_sent_only_when_set() -> None:
+    with ScriptedModelServer([Reply.text("a"), Reply.text("b")]) as server:
+        chosen = Settings(model="openai/scripted", api_base=server.base_url, seed=7)
+        await LiteLLMModel(chosen, api_key=KEY).complete(MESSAGES)
+        sent = server.last_request.body
+        await model_for(server).complete(MESSAGES)
+        default = server.last_request.body
+    assert sent["seed"] == 7
+    assert "seed" not in default
+
+
+@pytest.mark.parametrize(
+    ("model", "takes"),
+    [("openai/any", True), ("ollama_chat/llama3", True), ("anthropic/claude-sonnet-4", False)],
+)
+def test_a_seed_goes_only_to_providers_that_take_one(model: str, takes: bool) -> None:
+    # litellm knows which providers take a seed; one that does not would fail the request.
+    litellm = pytest.importorskip("litellm")
+    assert LiteLLMModel(Settings(model=model, seed=1), api_key=KEY)._takes_seed(litellm) is takes
+
+
+@pytest.mark.asyncio
 async def test_known_model_has_a_cost() -> None:
     with ScriptedModelServer([Reply.text("hello")]) as server:
         reply = await model_for(server, "openai/gpt-4o-mini").complete(MESSAGES)

@@ -25,7 +25,8 @@ with any of these levers, so running it again would only cost time.
 
 A paired arm is valid only when everything that writes a first attempt is the same as in
 ``OUT`` (:func:`pairing_problems`): the model, the temperature, every option not marked
-``after_failure`` (an inspecting first cell, ``inspect_data``, changes the first attempt: measure
+``after_failure`` (``seed`` too, unless both runs are at temperature 0, whose first attempts
+are greedy; an inspecting first cell, ``inspect_data``, changes the first attempt: measure
 it with a full arm), the tasks, and the prompts the first attempts are written from (their
 hashes are in ``bench.json``). A difference there is refused; what cannot be checked (a run
 without those hashes, another jupyter-ci version) is warned about, in the report too.
@@ -129,7 +130,10 @@ def pairing_problems(
     errors: list[str] = []
     warnings: list[str] = []
     after_failure = {option.name for option in OPTIONS if option.after_failure}
-    for name, before, now in _differences(base_config.get("settings") or {}, config["settings"]):
+    base_settings = base_config.get("settings") or {}
+    if base_settings.get("temperature") == 0 == config["settings"].get("temperature"):
+        after_failure.add("seed")  # first attempts at temperature 0 are greedy: a seed is idle
+    for name, before, now in _differences(base_settings, config["settings"]):
         if name not in after_failure:
             errors.append(
                 f"--{name.replace('_', '-')} is {now!r} here but {before!r} in OUT: it can change "

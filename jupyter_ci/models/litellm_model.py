@@ -116,6 +116,8 @@ class LiteLLMModel:
         self._litellm: Any = None
         #: None: the provider's default.
         self.temperature = settings.temperature if settings.temperature >= 0 else None
+        #: None: no seed sent.
+        self.seed = settings.seed if settings.seed >= 0 else None
 
     @classmethod
     def from_settings(cls, settings: Settings, *, where: str = "kernel") -> LiteLLMModel:
@@ -212,6 +214,8 @@ class LiteLLMModel:
             temperature = self.temperature
         if temperature is not None:
             kwargs["temperature"] = temperature
+        if self.seed is not None and self._takes_seed(litellm):
+            kwargs["seed"] = self.seed
         if self._api_key:
             kwargs["api_key"] = self._api_key
         if tools:
@@ -265,6 +269,16 @@ class LiteLLMModel:
             self._usage(litellm, usage, messages, text),
             _provider_finish_reason(stream, finish_reason),
         )
+
+    def _takes_seed(self, litellm: Any) -> bool:
+        """Whether litellm says this model's provider takes a seed (one that does not would
+        fail the request for it)."""
+        try:
+            model, provider, _, _ = litellm.get_llm_provider(self.name, api_base=self.api_base)
+            params = litellm.get_supported_openai_params(model=model, custom_llm_provider=provider)
+        except Exception:  # litellm does not know the provider: send no seed
+            return False
+        return "seed" in (params or ())
 
     def _usage(
         self, litellm: Any, usage: Any, messages: Sequence[dict[str, Any]], text: str
