@@ -285,6 +285,23 @@ async def test_a_later_fix_keeps_the_spelling_jupyter_ci_corrected(iris: KernelW
 
 
 @pytest.mark.asyncio
+async def test_a_later_fix_that_strips_the_names_is_left_as_written(iris: KernelWorkspace) -> None:
+    frame = "w = pd.DataFrame({' WINDSPEED': [1.0, 3.0]})\n"
+    first = frame + "print('mean:', w['WINDSPEED'].mean(), w['GUST'].max())"
+    fix = frame + "w.columns = w.columns.str.strip()\nprint('mean:', w['WINDSPEED'].mean())"
+    recorder = Recorder()
+    script = [Reply.code(first), Reply.code(fix), Reply.text("The mean is 2.0.")]
+    with ScriptedModelServer(script) as server:
+        outcome = await run_loop(iris, server, "mean wind speed", recorder=recorder)
+    assert outcome.state is RunState.DONE, outcome.error
+    notices = " ".join(e["text"] for e in recorder.of("message") if e["role"] == "notice")
+    assert RESPELLED_NOTICE not in notices
+    cells = await iris.read_cells()
+    assert cells[-1].source == fix
+    assert "mean: 2.0" in str(cells[-1].outputs)
+
+
+@pytest.mark.asyncio
 async def test_a_fix_that_respelled_is_the_failed_code_is_not_run(iris: KernelWorkspace) -> None:
     # The model's fix is the cell before the own fix: held to the spelling, it is the code that
     # just failed, so it is not run again (the free ask, then an attempt).

@@ -8,7 +8,13 @@ import pandas as pd
 import pytest
 
 from jupyter_ci.agent.fix_context import fix_context_here
-from jupyter_ci.agent.own_fix import SPELLED_LINE, own_fix, respelled, spellings
+from jupyter_ci.agent.own_fix import (
+    SPELLED_LINE,
+    own_fix,
+    renames_columns,
+    respelled,
+    spellings,
+)
 
 SPACED = pd.DataFrame({"DATE": [1], " WINDSPEED": [2.0], "avg. wait time ": [3.0]})
 
@@ -102,3 +108,22 @@ def test_any_other_name_is_the_model_to_fix() -> None:
     assert fix_of({}, "import numpy as np\ndel np\nnp.pi") is None  # the import is there
     assert fix_of({}, "dff.head()") is None
     assert fix_of({}, "pdf.head()") is None
+
+
+@pytest.mark.parametrize(
+    ("code", "renames"),
+    [
+        ("w.columns = w.columns.str.strip()\nw['WINDSPEED'].mean()", True),
+        ("w = pd.read_csv('w.csv', skipinitialspace=True)", True),
+        ("w = w.rename(columns={' WINDSPEED': 'wind'})", True),
+        ("w.columns = [c.lower() for c in w.columns]", True),
+        ("w = w.set_axis(['a', 'b'], axis=1)", True),
+        ("w.columns = w.columns.str.replace(' ', '')", True),
+        ("w['WINDSPEED'].mean()", False),
+        ("print(w.columns == ['a'])", False),
+        ("w['name'].str.strip()", True),  # may be the column's values: held back all the same
+    ],
+)
+def test_a_fix_that_renames_columns_is_not_respelled(code: str, renames: bool) -> None:
+    # The model's later fix is held to an earlier spelling only when it leaves the names alone.
+    assert renames_columns(code) is renames

@@ -314,6 +314,7 @@ class AgentRun(Retrying):
         tries: list[Tried] = []
         #: The last version of the cell that ran without an error (its result looked wrong).
         ran_well: str | None = None
+        self.spellings = {}
         while True:
             ran = False
             if self.settings.mode == "review" and not approved:

@@ -116,6 +116,20 @@ def with_import(code: str, evalue: str) -> OwnFix | None:
     return OwnFix(f"{line}\n{code}", f"added {line}")
 
 
+#: Code that renames the columns of its frames, or reads them stripped: a spelling that held
+#: before it runs may not hold after (``df.columns = df.columns.str.strip()``, ``.rename(...)``,
+#: ``read_csv(..., skipinitialspace=True)``).
+_RENAMES_COLUMNS = re.compile(
+    r"\.columns\s*=(?!=)|\.(?:rename|set_axis)\s*\(|\.str\.[lr]?strip\b|\.str\.replace\b"
+    r"|skipinitialspace"
+)
+
+
+def renames_columns(code: str) -> bool:
+    """Whether ``code`` may rename its frames' columns (a spelling found before may not hold)."""
+    return _RENAMES_COLUMNS.search(code) is not None
+
+
 def own_fix(code: str, ename: str, evalue: str, pairs: dict[str, str]) -> OwnFix | None:
     """jupyter-ci's fix of ``code`` that failed with ``ename: evalue`` (``pairs``: the
     respellings the kernel named); None when it has none."""

@@ -40,7 +40,7 @@ from ..vocabulary import constant
 from .digest import head_tail
 from .extract import fenced
 from .inspect_first import named_files
-from .own_fix import respelled
+from .own_fix import renames_columns, respelled
 from .prompts import render
 from .review import Reviewing
 from .run_base import NO_STREAM
@@ -160,9 +160,12 @@ class Retrying(Reviewing):
 
     def _spelled(self, code: str | None) -> str | None:
         """A model's fix held to the column spellings jupyter-ci's own fixes corrected in this
-        run (:attr:`spellings`): a small model's next fix often writes the name as it first
-        did, undoing the own fix and failing the same way."""
-        again = respelled(code, self.spellings) if code and self.spellings else None
+        cell (:attr:`spellings`): a small model's next fix often writes the name as it first
+        did, undoing the own fix and failing the same way. Not a fix that renames the columns
+        (strips them, reads them stripped): the names it writes may be right after that."""
+        if not code or not self.spellings or renames_columns(code):
+            return code  # a fix that renames the columns spells them its own way
+        again = respelled(code, self.spellings)
         if again is None:
             return code
         self.emit("message", role="notice", text=f"{RESPELLED_NOTICE}: {again.said}.")

@@ -132,8 +132,9 @@ class RunBase:
         )
         self.files = FileWatch(workspace, self.emit)
         self.attempts = 0
-        #: The column spellings jupyter-ci's own fixes corrected in this run (as written -> as
-        #: the frame spells it): the model's later fixes are held to them (``own_fixes``).
+        #: The column spellings jupyter-ci's own fixes corrected in the cell being fixed (as
+        #: written -> as the frame spells it): the model's later fixes of the cell are held to
+        #: them (``own_fixes``). Another cell may run after the frame was renamed.
         self.spellings: dict[str, str] = {}
         self.notices: list[str] = []
         self._seq = 0
