@@ -36,6 +36,11 @@ def fix_of(namespace: dict[str, Any], code: str) -> str | None:
         "w['WINDSPEED'].mean()",  # KeyError: 'WINDSPEED'
         'w.dropna(subset=["WINDSPEED"])["WINDSPEED"].mean()',  # KeyError: ['WINDSPEED']
         "w[['DATE', 'WINDSPEED']]",  # "['WINDSPEED'] not in index"
+        # Inside an f-string's field (tokenized as one string before Python 3.12).
+        "print(f\"@mean[{w['WINDSPEED'].mean():.2f}]\")",
+        "print(f\"@m[{ {'a': w['WINDSPEED'].sum()} }] é {w['DATE'].sum()}\")",
+        # After non-ASCII text on the line (ast counts bytes).
+        "label = 'é'; w['WINDSPEED'].mean()",
     ],
 )
 def test_a_name_written_without_its_spaces_is_respelled_everywhere(code: str) -> None:
@@ -60,6 +65,7 @@ def test_every_spaced_name_of_the_cell_at_once_not_one_attempt_each() -> None:
         ("w['windspeed']", "another case: the model's to decide"),
         ("w['SPEED']", "another name"),
         ("w[f'WIND{\"SPEED\"}']", "no plain literal names it"),
+        ("w[f'WINDSPEED']", "an f-string's own text is no literal to respell"),
     ],
 )
 def test_no_fix_where_the_kernel_does_not_leave_one(code: str, why: str) -> None:
@@ -127,3 +133,14 @@ def test_any_other_name_is_the_model_to_fix() -> None:
 def test_a_fix_that_renames_columns_is_not_respelled(code: str, renames: bool) -> None:
     # The model's later fix is held to an earlier spelling only when it leaves the names alone.
     assert renames_columns(code) is renames
+
+
+def test_a_cell_with_a_magic_line_is_respelled_around_it() -> None:
+    # IPython runs the cell, so the kernel's error comes from it; the magic's line is kept.
+    code = "%matplotlib inline\n!ls\nw['WINDSPEED'].mean()"
+    lines = fix_context_here({"w": SPACED.copy()}, "KeyError", "'WINDSPEED'", code)
+    _, pairs = spellings(lines)
+    assert pairs == {"WINDSPEED": " WINDSPEED"}
+    fixed = respelled(code, pairs)
+    assert fixed is not None
+    assert fixed.code == "%matplotlib inline\n!ls\nw[' WINDSPEED'].mean()"

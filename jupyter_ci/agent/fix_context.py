@@ -68,23 +68,28 @@ def closest(word, names):
 
 
 def literals(code):
-    # The values of the code's plain string literals (not f-strings).
+    # The values of the string literals the code writes, also inside an f-string's fields
+    # (df['A'] in f"{df['A'].mean()}"), not an f-string's own text. Lines of IPython's
+    # magics and shell commands are set aside (kept as comments of the same length).
     import ast
-    import io
-    import tokenize
 
+    code = "".join(
+        line if line.lstrip()[:1] not in ("%", "!") else line.replace(line.lstrip()[:1], "#", 1)
+        for line in (code or "").splitlines(keepends=True)
+    )
     found = []
     try:
-        for token in tokenize.generate_tokens(io.StringIO(code or "").readline):
-            if token.type == tokenize.STRING:
-                try:
-                    value = ast.literal_eval(token.string)
-                except Exception:
-                    continue
-                if isinstance(value, str):
-                    found.append(value)
+        tree = ast.parse(code)
     except Exception:
-        pass
+        return found
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            try:
+                written = ast.literal_eval(ast.get_source_segment(code, node) or "")
+            except Exception:
+                continue
+            if written == node.value:
+                found.append(node.value)
     return found
 
 

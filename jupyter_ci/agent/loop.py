@@ -80,8 +80,6 @@ FIX_CONTEXT_TIMEOUT = 15.0
 SAME_CODE_NOTICE = "The model proposed the code that just failed again; it was not run"
 #: The notice when a fix's reply has no code: nothing to run, an attempt used, asked again.
 NO_FIX_NOTICE = "The model replied without code for the failing cell"
-#: The notice when the model keeps a result that cannot be right as written (no code, or the
-#: same code, in reply to a look again that did not offer to keep it).
 #: The notice of a fix jupyter-ci writes itself (``own_fixes``), followed by what it changed.
 OWN_FIX_NOTICE = "Fixed without asking the model"
 #: What those notices add when the model is asked once more, without using an attempt.

@@ -19,11 +19,10 @@ although the fix prompt listed the column with its spaces.
 from __future__ import annotations
 
 import ast
-import io
 import json
 import re
-import tokenize
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 #: How the kernel's context names a respelling: ``spelled: ["as written", "as the column is"]``.
 SPELLED_LINE = "spelled: "
@@ -67,33 +66,58 @@ def spellings(lines: list[str]) -> tuple[list[str], dict[str, str]]:
 
 
 def respelled(code: str, pairs: dict[str, str]) -> OwnFix | None:
-    """``code`` with each plain string literal whose value is a key of ``pairs`` written as its
-    value (the literal's quotes kept where they can hold it); None when none is."""
-    try:
-        tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
-    except (tokenize.TokenError, SyntaxError):
-        return None
-    lines = code.splitlines(keepends=True)
-    edits, written = [], []
-    for token in tokens:
-        if token.type != tokenize.STRING or token.start[0] != token.end[0]:
-            continue
-        try:
-            value = ast.literal_eval(token.string)
-        except (ValueError, SyntaxError):
-            continue  # an f-string, or not a literal
-        if isinstance(value, str) and value in pairs:
-            edits.append((token, _literal(token.string, pairs[value])))
-            written.append(value)
+    """``code`` with each string literal whose value is a key of ``pairs`` written as its value
+    (the literal's quotes kept where they can hold it), also inside an f-string's fields; None
+    when none is."""
+    edits = [literal for literal in _literals(code) if literal.value in pairs]
     if not edits:
         return None
-    for token, literal in reversed(edits):
-        (row, start), (_, end) = token.start, token.end
-        line = lines[row - 1]
-        lines[row - 1] = line[:start] + literal + line[end:]
-    made = {name: pairs[name] for name in written}
+    lines = code.splitlines(keepends=True)
+    for literal in reversed(edits):
+        line = lines[literal.line].encode()  # ast's columns count UTF-8 bytes
+        written = line[literal.start : literal.end].decode()
+        new = _literal(written, pairs[literal.value]).encode()
+        lines[literal.line] = (line[: literal.start] + new + line[literal.end :]).decode()
+    made = {literal.value: pairs[literal.value] for literal in edits}
     names = ", ".join(f"{name!r} as {spelled!r}" for name, spelled in made.items())
     return OwnFix("".join(lines), f"wrote {names}, as the frame spells it", made)
+
+
+class _Written(NamedTuple):
+    """A string literal of the code: its line (from 0), its byte columns, its value."""
+
+    line: int
+    start: int
+    end: int
+    value: str
+
+
+def _literals(code: str) -> list[_Written]:
+    """The string literals ``code`` writes on one line each, in order, also inside an
+    f-string's fields (not an f-string's own text). As the kernel's ``literals()`` of
+    :data:`~jupyter_ci.agent.fix_context.FIX_CONTEXT_SOURCE` reads them (a self-contained
+    source: it cannot import this)."""
+    masked = "".join(
+        line if line.lstrip()[:1] not in ("%", "!") else line.replace(line.lstrip()[:1], "#", 1)
+        for line in code.splitlines(keepends=True)
+    )
+    try:
+        tree = ast.parse(masked)
+    except SyntaxError:
+        return []
+    found = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+            continue
+        if node.end_lineno != node.lineno or node.end_col_offset is None:
+            continue
+        try:
+            written = ast.literal_eval(ast.get_source_segment(masked, node) or "")
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            continue  # an f-string's own text, not a literal
+        if written == node.value:
+            found.append(_Written(node.lineno - 1, node.col_offset, node.end_col_offset, written))
+    return sorted(found)
 
 
 def _literal(written: str, value: str) -> str:

@@ -20,8 +20,9 @@
 One ask after each failure costs no attempt: a fix that could not run (the failed code again,
 or no code), or a result kept that cannot be right as written, is asked for once more with the
 same prompt at the next fix's temperature (:meth:`Retrying._ask_once_more`), wherever another
-reply can differ. An answer written outside the request's format is told the request's own
-answer names (:func:`~.suspicious.format_reminder`).
+reply can differ; the next such reply uses up an attempt (a result kept a second time too:
+:meth:`Retrying._kept_wrong`). An answer written outside the request's format is told the
+request's own answer names (:func:`~.suspicious.format_reminder`).
 
 All three are on by default: on the bench's dev set they rescued the most questions and all
 but ended repeated fixes (README, "What the loop does when a cell fails"). Each is written once
@@ -63,13 +64,14 @@ REPEATED = "not run, it would fail the same way"
 NO_CODE = "no code in the reply, nothing was run"
 #: How it tells a result kept that cannot be right as written.
 KEPT_WRONG = "kept unchanged, though its result cannot be right as written"
-#: The notice when the model keeps such a result (asked once more, then it costs an attempt).
+#: The notice when the model keeps such a result (no code, or the same code, in reply to a look
+#: again that did not offer to keep it): asked once more, then it uses up an attempt.
 KEPT_WRONG_NOTICE = "The model kept a result that cannot be right as written"
 #: The notice when a result looks wrong and the model is asked to look again (the bench counts).
 LOOK_AGAIN_NOTICE = "The result looks wrong"
 #: The reason of the fixing state then (the panel's step says a result, not an error).
 LOOKS_WRONG: str = constant("LooksWrongReason")
-#: The notice when a model's fix is held to a spelling jupyter-ci corrected before in the run.
+#: The notice when a model's fix is held to a spelling jupyter-ci corrected before in the cell.
 RESPELLED_NOTICE = "Kept jupyter-ci's spelling in the model's fix"
 #: What a prompt adds when the model may keep a result that looks wrong (it may be right).
 KEEP_UNCHANGED = " If the last try's result is right as it is, reply with its code unchanged."

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from jupyter_ci.agent.loop import KEPT_NOTICE, ONCE_MORE, SAME_CODE_NOTICE
-from jupyter_ci.agent.retries import LOOK_AGAIN_NOTICE
+from jupyter_ci.agent.retries import KEPT_WRONG_NOTICE, LOOK_AGAIN_NOTICE
 from jupyter_ci.testing import Reply, ScriptedModelServer
 
 from .chat import conversation_text, messages, open_chat, set_theme, steps
@@ -159,3 +159,29 @@ def test_a_fix_that_repeats_the_failed_code_costs_no_attempt_and_is_said(
     shown = steps(page)
     assert not any("3/3" in step for step in shown), shown
     in_both_themes(page, "once_more")
+
+
+def test_a_result_kept_twice_that_cannot_be_right_uses_an_attempt_and_is_said(
+    model_context: Any, model_lab: Lab, model: ScriptedModelServer
+) -> None:
+    """The cell prints its answer outside the request's format; the model keeps it, is asked
+    once more, keeps it again: that uses attempt 2/3, and its next fix runs as attempt 3/3."""
+    unformatted = READ + 'print("@mean", round(df.petal_length.mean(), 2))'
+    model.set_script(
+        [
+            Reply.code(unformatted),
+            Reply.code(unformatted),
+            Reply.code(unformatted),
+            Reply.code(RIGHT),
+            Reply.text("The mean petal length is @mean[3.76]."),
+        ]
+    )
+    page, all_cells = run_to_the_end(
+        model_context, model_lab, "%%ci the mean petal length of iris.csv, as @mean[value]"
+    )
+    (fixed,) = generated(all_cells)
+    assert fixed["source"] == RIGHT
+    assert fixed["metadata"]["jupyter_ci"]["attempt"] == 3
+    notice_said(page, f"{KEPT_WRONG_NOTICE}; {ONCE_MORE}.")
+    notice_said(page, f"{KEPT_WRONG_NOTICE} (attempt 2/3).")
+    in_both_themes(page, "kept_twice")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from jupyter_ci.agent.loop import OWN_FIX_NOTICE
+from jupyter_ci.agent.retries import RESPELLED_NOTICE
 from jupyter_ci.testing import Reply, ScriptedModelServer
 
 from .chat import steps
@@ -42,3 +43,33 @@ def test_a_spaced_column_is_fixed_by_jupyter_ci_and_said(
     assert any(step.startswith("Fixed by jupyter-ci, attempt 2/3") for step in shown), shown
     assert not any(step.startswith("Fix written") for step in shown), shown  # not the model's
     in_both_themes(page, "own_fix")
+
+
+def test_a_later_fix_keeps_jupyter_ci_s_spelling_and_says_so(
+    model_context: Any, model_lab: Lab, model: ScriptedModelServer
+) -> None:
+    """After the own fix the cell fails on a column the model invented; the model's fix writes
+    the spaced name without its spaces again, and it runs as the frame spells it (3/3)."""
+    first = MADE + "print('@mean[%.2f]' % w['WINDSPEED'].mean(), w['GUST'].max())"
+    fix = SPACED
+    model.set_script(
+        [
+            Reply.code(first),
+            Reply.code(fix, match="GUST"),
+            Reply.text("The mean wind speed is @mean[2.00]."),
+        ]
+    )
+    page, all_cells = run_to_the_end(
+        model_context, model_lab, "%%ci the mean wind speed, as @mean[value]"
+    )
+    (fixed,) = generated(all_cells)
+    assert fixed["source"] == fix.replace("w['WINDSPEED']", "w[' WINDSPEED']")
+    assert fixed["metadata"]["jupyter_ci"]["attempt"] == 3
+    assert "@mean[2.00]" in text_of(fixed["outputs"])
+    notice_said(
+        page,
+        f"{RESPELLED_NOTICE}: wrote 'WINDSPEED' as ' WINDSPEED', as the frame spells it.",
+    )
+    shown = steps(page)
+    assert any(step.startswith("Fix written") for step in shown), shown
+    in_both_themes(page, "respelled")
