@@ -6,6 +6,7 @@ import asyncio
 import sys
 import time
 import types
+from typing import Any
 
 import pytest
 
@@ -44,27 +45,16 @@ async def test_streams_text_with_usage_and_unknown_cost() -> None:
 
 
 @pytest.mark.asyncio
-async def test_temperature_is_sent_only_when_set() -> None:
+@pytest.mark.parametrize(("name", "value"), [("temperature", 0.0), ("seed", 7)])
+async def test_a_sampling_option_is_sent_only_when_set(name: str, value: Any) -> None:
     with ScriptedModelServer([Reply.text("a"), Reply.text("b")]) as server:
-        chosen = Settings(model="openai/scripted", api_base=server.base_url, temperature=0.0)
+        chosen = Settings(model="openai/scripted", api_base=server.base_url, **{name: value})
         await LiteLLMModel(chosen, api_key=KEY).complete(MESSAGES)
         sent = server.last_request.body
         await model_for(server).complete(MESSAGES)
         default = server.last_request.body
-    assert sent["temperature"] == 0
-    assert "temperature" not in default
-
-
-@pytest.mark.asyncio
-async def test_the_seed_is_sent_only_when_set() -> None:
-    with ScriptedModelServer([Reply.text("a"), Reply.text("b")]) as server:
-        chosen = Settings(model="openai/scripted", api_base=server.base_url, seed=7)
-        await LiteLLMModel(chosen, api_key=KEY).complete(MESSAGES)
-        sent = server.last_request.body
-        await model_for(server).complete(MESSAGES)
-        default = server.last_request.body
-    assert sent["seed"] == 7
-    assert "seed" not in default
+    assert sent[name] == value
+    assert name not in default
 
 
 @pytest.mark.parametrize(
