@@ -173,7 +173,7 @@ def test_a_result_kept_twice_that_cannot_be_right_uses_an_attempt_and_is_said(
             Reply.code(unformatted),
             Reply.code(unformatted),
             Reply.code(RIGHT),
-            Reply.text("The mean petal length is @mean[3.76]."),
+            Reply.text("The mean petal length is @mean[4.30]."),
         ]
     )
     page, all_cells = run_to_the_end(
@@ -182,6 +182,7 @@ def test_a_result_kept_twice_that_cannot_be_right_uses_an_attempt_and_is_said(
     (fixed,) = generated(all_cells)
     assert fixed["source"] == RIGHT
     assert fixed["metadata"]["jupyter_ci"]["attempt"] == 3
+    assert text_of(fixed["outputs"]) == "@mean[4.30]\n"
     notice_said(page, f"{KEPT_WRONG_NOTICE}; {ONCE_MORE}.")
     notice_said(page, f"{KEPT_WRONG_NOTICE} (attempt 2/3).")
     in_both_themes(page, "kept_twice")
