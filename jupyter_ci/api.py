@@ -47,8 +47,14 @@ async def run_notebook_async(
     on_event: EventCallback | None = None,
     kernel_name: str | None = None,
     options: Mapping[str, Any] | None = None,
+    nonce: str | None = None,
 ) -> RunOutcome:
-    """Run ``prompt`` against the notebook at ``path`` and save it; see :func:`run_notebook`."""
+    """Run ``prompt`` against the notebook at ``path`` and save it; see :func:`run_notebook`.
+
+    ``nonce`` fixes the id of the markers around kernel output in the model's prompts, which
+    is otherwise random per run so that output cannot forge one: for the bench only, whose
+    seeded arms need the same prompts for the same question (never where output is not yours).
+    """
     from .models.litellm_model import LiteLLMModel
     from .workspaces.kernel import KernelWorkspace
 
@@ -64,7 +70,7 @@ async def run_notebook_async(
                 await workspace.restore()
             instructions = file_instructions(settings.instructions, notebook)
             request = RunRequest(prompt, settings, instructions=instructions)
-            run = AgentRun(request, workspace, chosen, on_event=on_event)
+            run = AgentRun(request, workspace, chosen, on_event=on_event, nonce=nonce)
             outcome = await run.run()
             if outcome.cells:
                 note = await asyncio.to_thread(

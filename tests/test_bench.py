@@ -860,3 +860,31 @@ def test_a_first_answer_without_code_is_the_first_attempt(tmp_path: Path) -> Non
     assert (line["cells"], line["looked_again"]) == (1, 1)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["rescued"] == 1
+
+
+def test_a_seeded_arm_sends_the_same_prompts_for_the_same_question(tmp_path: Path) -> None:
+    """Kernel output reaches the model inside a marker whose id is random per run. In a seeded
+    arm it is the task's own, so two arms send the same fix prompt for the same failure (a
+    sample at a fix's temperature then depends on the seed only); unseeded, they differ."""
+    root = write_tasks(tmp_path / "tiny", TINY[:1], TINY_LABELS)
+
+    def fix_prompt(out: str, *seed: str) -> str:
+        script = [
+            Reply.code("print(fare_mean)", match="Question:"),
+            Reply.code(MEAN_CODE, match="NameError"),
+            Reply.text("The mean fare is @mean_fare[34.65].", times=None),
+        ]
+        with ScriptedModelServer(script) as server:
+            model = ("--model", "openai/scripted", "--api-base", server.base_url)
+            result = ci_bench(str(root), *model, *seed, "--out", str(tmp_path / out), cwd=tmp_path)
+            assert result.returncode == 0, result.stderr
+            fix = server.chat_requests[1]
+        assert fix.body.get("seed") == (int(seed[1]) if seed else None)
+        text = json.dumps(fix.messages)
+        assert "NameError" in text and "untrusted-data id=" in text
+        return text
+
+    seeded = fix_prompt("a", "--seed", "1")
+    assert fix_prompt("b", "--seed", "1") == seeded
+    assert fix_prompt("c", "--seed", "2") != seeded  # another seed, another marker
+    assert fix_prompt("d") != fix_prompt("e")  # unseeded: a random marker each run

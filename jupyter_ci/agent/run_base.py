@@ -98,6 +98,7 @@ class RunBase:
         on_event: EventCallback | None = None,
         approve: Approver | None = None,
         use_tools: bool = False,
+        nonce: str | None = None,
     ) -> None:
         self.request = request
         self.settings = request.settings
@@ -107,7 +108,9 @@ class RunBase:
         self.on_event = on_event
         self.approve = approve
         self.machine = RunStateMachine()
-        self.nonce = new_nonce()
+        #: The id of the run's untrusted-data markers: random, so that kernel output cannot
+        #: close one. Only the bench passes its own (reproducible samples for paired arms).
+        self.nonce = nonce or new_nonce()
         self.conversation = Conversation(
             model,
             self.settings,

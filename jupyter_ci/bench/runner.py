@@ -18,6 +18,7 @@ first attempt is the first cell after it (and ``inspected`` says there was one),
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import re
 import shutil
@@ -169,6 +170,20 @@ def categorize(result: Score, state: str, reason: str) -> str | None:
     return "other"
 
 
+def task_nonce(task: Task, seed: int) -> str | None:
+    """The marker id of ``task``'s prompts in a seeded arm (None without a seed: a random one).
+
+    Kernel output reaches the model inside ``<untrusted-data id=...>`` markers whose id is
+    random per run. Two arms' prompts for the same question then differ by it, and at a fix's
+    temperature a few different tokens give a different sample whatever the seed. The bench's
+    questions and data are the repository's own, so a seeded arm derives the id from the task
+    and the seed: the same prompts in every arm, until a lever changes them.
+    """
+    if seed < 0:
+        return None
+    return hashlib.sha256(f"{task.key}\0{seed}".encode()).hexdigest()[:16]
+
+
 def safe_name(key: str) -> str:
     """A file name for a task id."""
     return re.sub(r"[^A-Za-z0-9_.-]", "_", key) or "task"
@@ -285,7 +300,11 @@ async def run_task(task: Task, settings: Settings, out_dir: Path) -> dict[str, A
         notebook = work / f"{name}.ipynb"
         try:
             outcome = await run_notebook_async(
-                notebook, request, settings=settings, on_event=on_event
+                notebook,
+                request,
+                settings=settings,
+                on_event=on_event,
+                nonce=task_nonce(task, settings.seed),
             )
         except ConfigError:
             raise

@@ -118,6 +118,8 @@ class LiteLLMModel:
         self.temperature = settings.temperature if settings.temperature >= 0 else None
         #: None: no seed sent.
         self.seed = settings.seed if settings.seed >= 0 else None
+        #: Whether the provider takes a seed: None until the first request asks litellm.
+        self._seed_taken: bool | None = None
 
     @classmethod
     def from_settings(cls, settings: Settings, *, where: str = "kernel") -> LiteLLMModel:
@@ -214,8 +216,11 @@ class LiteLLMModel:
             temperature = self.temperature
         if temperature is not None:
             kwargs["temperature"] = temperature
-        if self.seed is not None and self._takes_seed(litellm):
-            kwargs["seed"] = self.seed
+        if self.seed is not None:
+            if self._seed_taken is None:  # asked once per model: the answer cannot change
+                self._seed_taken = self._takes_seed(litellm)
+            if self._seed_taken:
+                kwargs["seed"] = self.seed
         if self._api_key:
             kwargs["api_key"] = self._api_key
         if tools:
