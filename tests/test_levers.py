@@ -18,6 +18,7 @@ from nbclient import NotebookClient
 from jupyter_ci.agent.extract import fenced
 from jupyter_ci.agent.inspect_first import INSPECT_HEADER, frame_name, named_files
 from jupyter_ci.agent.loop import (
+    EARLIER_TRY_NOTICE,
     KEPT_NOTICE,
     KEPT_WRONG_NOTICE,
     NO_FIX_NOTICE,
@@ -222,6 +223,46 @@ async def test_only_one_free_ask_per_failure_and_none_where_replies_cannot_diffe
         await run_loop(iris, server, "divide", temperature=0.3, fix_temperatures="")
         assert len(server.chat_requests) == 4
         assert temperatures(server) == [0.3] * 4
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("fresh_fixes", [True, False])
+async def test_a_fix_that_repeats_an_earlier_try_is_not_run(
+    iris: KernelWorkspace, fresh_fixes: bool
+) -> None:
+    # Try 1 fails, try 2 fails otherwise, and the model goes back to try 1's code: it would fail
+    # as it did, so it is not run (the free ask, then an attempt), and the model is told which.
+    script = [
+        Reply.code(WRONG),
+        Reply.code(ALSO_WRONG),
+        *[Reply.code(WRONG)] * 2,
+        Reply.code(FIXED),
+        Reply.text("3.7"),
+    ]
+    recorder = Recorder()
+    with ScriptedModelServer(script) as server:
+        outcome = await run_loop(
+            iris,
+            server,
+            "mean petal length",
+            fresh_fixes=fresh_fixes,
+            max_attempts=4,
+            recorder=recorder,
+        )
+        fifth = last_user(server.chat_requests[4])
+    assert outcome.state is RunState.DONE, outcome.error
+    executed = [e["status"] for e in recorder.of("execution_finished")]
+    assert executed == ["error", "error", "ok"]
+    assert outcome.attempts == 3  # cells run; the repeat used attempt 3 and the fix ran as 4
+    assert [e["attempt"] for e in recorder.of("attempt")] == [1, 2, 4]
+    notices = [e["text"] for e in recorder.of("message") if e["role"] == "notice"]
+    said = f"{EARLIER_TRY_NOTICE} (try 1, which did not work); it was not run"
+    assert notices[-2:] == [f"{said}; {ONCE_MORE}.", f"{said} (attempt 3/4)."]
+    assert not any(n.startswith(SAME_CODE_NOTICE) for n in notices)
+    if fresh_fixes:
+        assert "Try 3: the code of try 1 again, unchanged (not run" in fifth
+    else:
+        assert fifth.startswith("Your corrected code is the code of try 1, which did not work,")
 
 
 # --- jupyter-ci's own fixes ------------------------------------------------------------------

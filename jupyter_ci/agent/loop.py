@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeGuard
 
 from ..errors import (
@@ -58,6 +58,7 @@ from .retries import (
     REPEATED,
     Retrying,
     Tried,
+    repeated_try,
 )
 from .run_base import ABANDONED, DIGEST_CHARS, NO_STREAM, _Finish, _Rejected
 from .states import RunState
@@ -78,6 +79,9 @@ FIX_CONTEXT_TIMEOUT = 15.0
 
 #: The notice when a fix repeats the code that just failed (it is not run); the bench counts them.
 SAME_CODE_NOTICE = "The model proposed the code that just failed again; it was not run"
+#: The notice when a fix repeats an earlier try of the cell than the last (not run either;
+#: the bench counts them with those above).
+EARLIER_TRY_NOTICE = "The model proposed an earlier try's code again"
 #: The notice when a fix's reply has no code: nothing to run, an attempt used, asked again.
 NO_FIX_NOTICE = "The model replied without code for the failing cell"
 #: The notice of a fix jupyter-ci writes itself (``own_fixes``), followed by what it changed.
@@ -94,15 +98,21 @@ KEPT_NOTICE = (
 _KERNEL_OR_TAB_GONE = frozenset({"kernel_died", "notebook_unavailable"})
 
 
-def runnable(fixed: str | None, source: str) -> TypeGuard[str]:
+def runnable(fixed: str | None, source: str, tries: Sequence[Tried] = ()) -> TypeGuard[str]:
     """Whether a reply's code ``fixed`` may be run in place of ``source``: it has some, and it
-    is not ``source`` again (which would fail the same way); see :func:`not_run`."""
-    return fixed is not None and not same_code(fixed, source)
+    is not ``source`` again (which would fail the same way) nor the code of one of the cell's
+    earlier ``tries`` (it failed, or its result looked wrong); see :func:`not_run`."""
+    return fixed is not None and not same_code(fixed, source) and repeated_try(fixed, tries) is None
 
 
-def not_run(fixed: str | None) -> str:
+def not_run(fixed: str | None, source: str, tries: Sequence[Tried] = ()) -> str:
     """The notice for a reply whose code is not :func:`runnable`."""
-    return NO_FIX_NOTICE if fixed is None else SAME_CODE_NOTICE
+    if fixed is None:
+        return NO_FIX_NOTICE
+    number = repeated_try(fixed, tries)
+    if number is None or same_code(fixed, source):
+        return SAME_CODE_NOTICE
+    return f"{EARLIER_TRY_NOTICE} (try {number}, which did not work); it was not run"
 
 
 class AgentRun(Retrying):
@@ -393,26 +403,32 @@ class AgentRun(Retrying):
                 source = own.code
                 continue
             fixed = await self._ask_again(messages, base, tries, told, attempt, context=context)
-            if not runnable(fixed, source) and self._may_ask_once_more(attempt):
+            if not runnable(fixed, source, tries) and self._may_ask_once_more(attempt):
                 # Once per failure, a reply that could not be run costs no attempt.
-                self.emit("message", role="notice", text=f"{not_run(fixed)}; {ONCE_MORE}.")
+                notice = not_run(fixed, source, tries)
+                self.emit("message", role="notice", text=f"{notice}; {ONCE_MORE}.")
                 fixed = await self._ask_once_more(messages, attempt)
-            while not runnable(fixed, source):
+            while not runnable(fixed, source, tries):
                 # Nothing is run, and it costs an attempt.
+                notice = not_run(fixed, source, tries)
+                number = repeated_try(fixed, tries) if fixed is not None else None
                 attempt += 1
-                tries.append(Tried("", NO_CODE if fixed is None else REPEATED, ""))
+                tries.append(Tried("", NO_CODE if fixed is None else REPEATED, "", number or 0))
                 self.emit(
                     "message",
                     role="notice",
-                    text=f"{not_run(fixed)} (attempt {attempt}/{self.settings.max_attempts}).",
+                    text=f"{notice} (attempt {attempt}/{self.settings.max_attempts}).",
                 )
                 if attempt >= self.settings.max_attempts:
                     return await self._back_to(cell_id, source, ran_well, execution)
-                again = render(
-                    "fix_without_code" if fixed is None else "fix_identical",
-                    attempt=attempt,
-                    max_attempts=self.settings.max_attempts,
-                )
+                counted = {"attempt": attempt, "max_attempts": self.settings.max_attempts}
+                if fixed is None:
+                    again = render("fix_without_code", **counted)
+                elif same_code(fixed, source):
+                    again = render("fix_identical", which="the code that just failed", **counted)
+                else:
+                    which = f"the code of try {number}, which did not work"
+                    again = render("fix_identical", which=which, **counted)
                 told = {"role": "user", "content": again}
                 fixed = await self._ask_again(messages, base, tries, told, attempt, context=context)
             attempt += 1

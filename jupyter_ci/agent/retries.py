@@ -40,6 +40,7 @@ from ..options import temperature_schedule
 from ..vocabulary import constant
 from .digest import head_tail
 from .extract import fenced
+from .fix_context import same_code
 from .inspect_first import named_files
 from .own_fix import renames_columns, respelled
 from .prompts import render
@@ -80,20 +81,31 @@ KEEP_UNCHANGED = " If the last try's result is right as it is, reply with its co
 @dataclass(frozen=True)
 class Tried:
     """One try of a cell that did not work: its code, how it ended, what it returned (no code:
-    nothing was run, the ending says why: ``REPEATED``, ``NO_CODE`` or ``KEPT_WRONG``)."""
+    nothing was run, the ending says why: ``REPEATED``, ``NO_CODE`` or ``KEPT_WRONG``; a
+    ``REPEATED`` one repeated the code of try ``again``)."""
 
     code: str
     ending: str
     returned: str
+    again: int = 0
+
+
+def repeated_try(code: str, tries: Sequence[Tried]) -> int | None:
+    """The number (from 1) of the try in ``tries`` whose code ``code`` is again, if any: it
+    failed, or its result looked wrong, and in the same kernel it would do so again."""
+    for number, tried in enumerate(tries, 1):
+        if tried.code and same_code(code, tried.code):
+            return number
+    return None
 
 
 def account(tries: Sequence[Tried]) -> str:
     """The tries as a fresh fix tells them: each one's code and what happened, cut short."""
     parts = []
     for number, tried in enumerate(tries, 1):
-        if not tried.code:  # nothing ran: the same code again, or no code
-            again = f"the code of try {number - 1} again, unchanged ({tried.ending})"
-            parts.append(f"Try {number}: {again if tried.ending == REPEATED else tried.ending}")
+        if not tried.code:  # nothing ran: an earlier try's code again, or no code
+            again = f"the code of try {tried.again} again, unchanged ({tried.ending})"
+            parts.append(f"Try {number}: {again if tried.again else tried.ending}")
             continue
         code, _ = head_tail(tried.code.strip(), ACCOUNT_CODE_CHARS)
         returned, _ = head_tail(tried.returned.strip(), ACCOUNT_RESULT_CHARS)

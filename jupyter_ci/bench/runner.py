@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..agent.inspect_first import INSPECT_HEADER
-from ..agent.loop import NO_FIX_NOTICE, ONCE_MORE, SAME_CODE_NOTICE
+from ..agent.loop import EARLIER_TRY_NOTICE, NO_FIX_NOTICE, ONCE_MORE, SAME_CODE_NOTICE
 from ..agent.retries import LOOK_AGAIN_NOTICE
 from ..agent.suspicious import answer_concerns, output_concerns
 from ..errors import ConfigError, exception_text
@@ -39,6 +39,9 @@ from .tasks import Task
 
 #: The failure categories, in report order (a correct task has none).
 CATEGORIES = ("wrong_answer", "no_answer", "caps_hit", "model_error", "kernel_error", "other")
+
+#: The notices of a fix that repeated a failed try of the cell (the last one or an earlier one).
+REPEAT_NOTICES = (SAME_CODE_NOTICE, EARLIER_TRY_NOTICE)
 
 #: Run end reasons that mean a cap stopped the agent.
 CAP_REASONS = frozenset({"max_attempts", "max_steps", "budget_exceeded"})
@@ -279,8 +282,8 @@ async def run_task(task: Task, settings: Settings, out_dir: Path) -> dict[str, A
         elif kind == "message" and event.get("role") == "assistant":
             if not first_digest and not first_prose:
                 first_prose.append(text)
-        elif kind == "message" and text.startswith((SAME_CODE_NOTICE, NO_FIX_NOTICE)):
-            repeated += text.startswith(SAME_CODE_NOTICE)
+        elif kind == "message" and text.startswith((*REPEAT_NOTICES, NO_FIX_NOTICE)):
+            repeated += text.startswith(REPEAT_NOTICES)
             without_code += text.startswith(NO_FIX_NOTICE)
             once_more += ONCE_MORE in text
         elif kind == "message" and ONCE_MORE in text:  # a result kept that cannot be right
