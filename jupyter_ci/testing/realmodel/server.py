@@ -14,11 +14,16 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from ...settings import Settings
 from .cache import RealModelError, cache_dir, venv_python
 from .runtime import is_built
 from .weights import DEFAULT_MODEL, is_fetched, model_path, weights_named
 
-DEFAULT_N_CTX = 4096
+#: Room for the reply after the longest prompt jupyter-ci sends (``context_tokens``).
+REPLY_TOKENS = 2048
+#: The server's context: jupyter-ci's default prompt budget and a reply. A smaller one fails a
+#: long fix prompt (llama.cpp answers with an error, or an empty reply, past its context).
+DEFAULT_N_CTX = Settings().context_tokens + REPLY_TOKENS
 DEFAULT_N_THREADS = 2
 #: Seconds a server may take to answer ``/v1/models`` after it was started.
 READY_TIMEOUT = 120.0
