@@ -253,7 +253,9 @@ async def test_a_fix_that_repeats_an_earlier_try_is_not_run(
     assert outcome.state is RunState.DONE, outcome.error
     executed = [e["status"] for e in recorder.of("execution_finished")]
     assert executed == ["error", "error", "ok"]
-    assert outcome.attempts == 3  # cells run; the repeat used attempt 3 and the fix ran as 4
+    # The attempts used, as the badge counts them: the repeat used attempt 3, the fix ran as 4.
+    assert outcome.attempts == 4
+    assert "1 cell, 4 attempts" in outcome.status_line()
     assert [e["attempt"] for e in recorder.of("attempt")] == [1, 2, 4]
     notices = [e["text"] for e in recorder.of("message") if e["role"] == "notice"]
     said = f"{EARLIER_TRY_NOTICE} (try 1, which did not work); it was not run"
@@ -713,7 +715,7 @@ async def test_a_result_kept_twice_that_cannot_be_right_uses_an_attempt(
         )
         asked = [last_user(r) for r in server.chat_requests]
     assert outcome.state is RunState.DONE, outcome.error
-    assert outcome.attempts == 2  # cells run: the keep used attempt 2 and ran nothing
+    assert outcome.attempts == 3  # the keep used attempt 2 and ran nothing; the fix ran as 3
     notices = [e["text"] for e in recorder.of("message") if e["role"] == "notice"]
     assert f"{KEPT_WRONG_NOTICE}; {ONCE_MORE}." in notices
     assert f"{KEPT_WRONG_NOTICE} (attempt 2/3)." in notices

@@ -212,7 +212,9 @@ async def test_a_fix_that_runs_nothing_uses_an_attempt_and_is_asked_again(
         )
         requests = server.chat_requests
     assert outcome.state is RunState.DONE, outcome.error
-    assert outcome.attempts == 2  # ran twice: the second fix ran nothing
+    # Ran twice, but three attempts used, as the cell's badge says: the second fix ran nothing.
+    assert outcome.attempts == 3
+    assert "— 1 cell, 3 attempts," in outcome.status_line()
     assert [e["attempt"] for e in recorder.of("attempt")] == [1, 3]
     notices = [e["text"] for e in recorder.of("message") if e["role"] == "notice"]
     assert notice in notices, notices

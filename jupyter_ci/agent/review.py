@@ -153,7 +153,7 @@ class Reviewing(Generating):
         result, read from the notebook, and told as if the run had run it."""
         self._attempt = attempt
         self._move(RunState.EXECUTING)
-        self.attempts += 1
+        self._reach(cell_id, attempt)
         self.emit(
             "attempt", cell_id=cell_id, attempt=attempt, max_attempts=self.settings.max_attempts
         )

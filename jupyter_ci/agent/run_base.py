@@ -134,7 +134,9 @@ class RunBase:
             workspace, self.run_id, request.origin_cell_id, self.emit, request.replaces
         )
         self.files = FileWatch(workspace, self.emit)
-        self.attempts = 0
+        #: The highest attempt each cell reached (a try run, or used up without a run: a fix
+        #: that repeated a failed try, a result kept twice that cannot be right).
+        self._reached: dict[str, int] = {}
         #: The column spellings jupyter-ci's own fixes corrected in the cell being fixed (as
         #: written -> as the frame spells it): the model's later fixes of the cell are held to
         #: them (``own_fixes``). Another cell may run after the frame was renamed.
@@ -219,6 +221,16 @@ class RunBase:
         self.notices.append(text)
         self.emit("message", role="notice", text=text)
 
+    @property
+    def attempts(self) -> int:
+        """The attempts the run used, over all its cells: what their badges ("attempt 3/3")
+        add up to, the attempts used without a run included."""
+        return sum(self._reached.values())
+
+    def _reach(self, cell_id: str, attempt: int) -> None:
+        """Cell ``cell_id`` runs its try ``attempt``."""
+        self._reached[cell_id] = max(self._reached.get(cell_id, 0), attempt)
+
     # --- one try of a cell --------------------------------------------------------------------
 
     async def _execute(
@@ -230,7 +242,8 @@ class RunBase:
             raise StoppedByUser()
         self._attempt = attempt
         self._move(RunState.EXECUTING)
-        self.attempts += counted
+        if counted:
+            self._reach(cell_id, attempt)
         self.emit(
             "attempt", cell_id=cell_id, attempt=attempt, max_attempts=self.settings.max_attempts
         )

@@ -183,6 +183,9 @@ def test_a_result_kept_twice_that_cannot_be_right_uses_an_attempt_and_is_said(
     assert fixed["source"] == RIGHT
     assert fixed["metadata"]["jupyter_ci"]["attempt"] == 3
     assert text_of(fixed["outputs"]) == "@mean[4.30]\n"
+    # The summary counts the attempts the badge does: the keep used one, though nothing ran.
+    plain = text_of(all_cells[1]["outputs"][:1])
+    assert plain.startswith("jupyter-ci: done — 1 cell, 3 attempts,"), plain
     notice_said(page, f"{KEPT_WRONG_NOTICE}; {ONCE_MORE}.")
     notice_said(page, f"{KEPT_WRONG_NOTICE} (attempt 2/3).")
     in_both_themes(page, "kept_twice")
