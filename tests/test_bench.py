@@ -18,6 +18,7 @@ import pytest
 from jupyter_ci.bench.paired import fingerprint, pairing_problems, rerun_reason
 from jupyter_ci.bench.report import percentile, render_report, summarize
 from jupyter_ci.bench.runner import (
+    EVEN_START,
     append_result,
     build_prompt,
     categorize,
@@ -871,6 +872,7 @@ def test_a_seeded_arm_sends_the_same_prompts_for_the_same_question(tmp_path: Pat
 
     def fix_prompt(out: str, *seed: str) -> str:
         script = [
+            Reply.text("Hello! How can I help you today?", match=r"^\.$", times=None),
             Reply.code("print(fare_mean)", match="Question:"),
             Reply.code(MEAN_CODE, match="NameError"),
             Reply.text("The mean fare is @mean_fare[34.65].", times=None),
@@ -879,7 +881,12 @@ def test_a_seeded_arm_sends_the_same_prompts_for_the_same_question(tmp_path: Pat
             model = ("--model", "openai/scripted", "--api-base", server.base_url)
             result = ci_bench(str(root), *model, *seed, "--out", str(tmp_path / out), cwd=tmp_path)
             assert result.returncode == 0, result.stderr
-            fix = server.chat_requests[1]
+            requests = server.chat_requests
+        # A seeded task starts with the even start, cut at its first words (llama.cpp then
+        # begins every task from the same cached prompt); an unseeded one does not.
+        evened = [r.messages == [dict(m) for m in EVEN_START] for r in requests]
+        assert evened == [bool(seed), False, False, False][: len(requests)]
+        fix = requests[2 if seed else 1]
         assert fix.body.get("seed") == (int(seed[1]) if seed else None)
         text = json.dumps(fix.messages)
         assert "NameError" in text

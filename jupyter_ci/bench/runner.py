@@ -187,6 +187,29 @@ def task_nonce(task: Task, seed: int) -> str | None:
     return hashlib.sha256(f"{task.key}\0{seed}".encode()).hexdigest()[:16]
 
 
+#: What a seeded arm sends before each task (:func:`even_start`): one word, whose prompt shares
+#: only the chat template's first tokens with any task's.
+EVEN_START = ({"role": "user", "content": "."},)
+
+
+async def even_start(settings: Settings) -> None:
+    """Before a task of a seeded arm: one short request, cut at its first words, so that every
+    task starts from the same cached prompt on a server that reuses the previous request's
+    prompt beginning (llama.cpp). Such a server evaluates the rest of the prompt in other
+    batches after another task's prompt, and at temperature 0 that changed the same question's
+    first attempt between two arms. A failure here is the task's to meet."""
+    from ..models.litellm_model import LiteLLMModel
+
+    model = LiteLLMModel.from_settings(settings, where="cli")
+    began = asyncio.Event()
+    reply = asyncio.ensure_future(model.complete(EVEN_START, on_text=lambda _: began.set()))
+    waiting = asyncio.ensure_future(began.wait())
+    await asyncio.wait({reply, waiting}, return_when=asyncio.FIRST_COMPLETED)
+    for future in (reply, waiting):
+        future.cancel()
+    await asyncio.gather(reply, waiting, return_exceptions=True)
+
+
 def safe_name(key: str) -> str:
     """A file name for a task id."""
     return re.sub(r"[^A-Za-z0-9_.-]", "_", key) or "task"
@@ -235,6 +258,8 @@ async def run_task(task: Task, settings: Settings, out_dir: Path) -> dict[str, A
     request = build_prompt(task)
     kept = out_dir / "notebooks" / f"{name}.ipynb"
     kept.parent.mkdir(parents=True, exist_ok=True)
+    if settings.seed >= 0:  # not in the task's time
+        await even_start(settings)
     started = time.monotonic()
     state, reason, error, answer = "failed", "other", "", ""
     attempts, cells = 0, 0
