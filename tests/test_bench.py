@@ -470,7 +470,7 @@ def test_bench_end_to_end_with_the_scripted_model(tmp_path: Path) -> None:
     assert (summary["repeated_fixes"], summary["fixes_without_code"]) == (2, 1)
     assert summary["asked_once_more"] == 1
     assert (
-        "fixes that repeated the failed code (not run): 2, without code: 1"
+        "fixes that repeated the failed code (not run): 2 (an earlier try's: 0), without code: 1"
         " (asked once more, without an attempt: 1); fixes jupyter-ci wrote itself: 0;"
         in result.stdout
     )
@@ -897,3 +897,29 @@ def test_a_seeded_arm_sends_the_same_prompts_for_the_same_question(tmp_path: Pat
     assert fix_prompt("b", "--seed", "1") == seeded
     assert fix_prompt("c", "--seed", "2") != seeded  # another seed, another marker
     assert fix_prompt("d") != fix_prompt("e")  # unseeded: a random marker each run
+
+
+def test_a_fix_that_goes_back_to_an_earlier_try_is_counted_apart(tmp_path: Path) -> None:
+    root = write_tasks(tmp_path / "tiny", TINY[1:], TINY_LABELS)
+    script = [
+        Reply.code("print(undefined_name)", match="Question:"),
+        Reply.code("print(other_name)", match="'undefined_name' is not defined"),
+        # Back to try 1's code: not run, asked once more (free), then the code that runs.
+        Reply.code("print(undefined_name)", match="'other_name' is not defined"),
+        Reply.code(COUNT_CODE, match="'other_name' is not defined"),
+        Reply.text("There are @count[4] passengers.", match=r"@count\[4\]"),
+    ]
+    out = tmp_path / "out"
+    with ScriptedModelServer(script) as server:
+        model = ("--model", "openai/scripted", "--api-base", server.base_url)
+        result = ci_bench(str(root), *model, "--out", str(out), cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        assert server.script.exhausted
+    (line,) = [json.loads(text) for text in (out / "results.jsonl").read_text().splitlines()]
+    assert (line["repeated_fixes"], line["repeated_earlier"], line["asked_once_more"]) == (1, 1, 1)
+    assert [t["code"] for t in line["tries"]] == [
+        "print(undefined_name)",
+        "print(other_name)",
+        COUNT_CODE,
+    ]
+    assert "(not run): 1 (an earlier try's: 1)," in result.stdout

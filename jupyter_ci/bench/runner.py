@@ -278,15 +278,15 @@ async def run_task(task: Task, settings: Settings, out_dir: Path) -> dict[str, A
     #: The model's first reply was a final answer without code, asked to look again
     #: (check_results): that answer is the first attempt's, whatever cells came after.
     answered_first = False
-    #: Fixes that repeated the code that had just failed or had no code (the loop runs
-    #: neither), and results that looked wrong, which the model was asked to look at again
-    #: (check_results); fixes jupyter-ci wrote itself (own_fixes).
-    repeated = without_code = looked_again = once_more = own = 0
+    #: Fixes that repeated the code of a failed try (``earlier``: of a try before the last)
+    #: or had no code (the loop runs neither), and results that looked wrong, which the model
+    #: was asked to look at again (check_results); fixes jupyter-ci wrote itself (own_fixes).
+    repeated = earlier = without_code = looked_again = once_more = own = 0
     #: The inspecting first cells (inspect_data): jupyter-ci's cells, not the model's attempts.
     inspecting: set[str] = set()
 
     def on_event(event: dict[str, Any]) -> None:
-        nonlocal repeated, without_code, looked_again, once_more, own, answered_first
+        nonlocal repeated, earlier, without_code, looked_again, once_more, own, answered_first
         kind = event["type"]
         text = str(event.get("text") or "")
         if kind in ("cell_inserted", "cell_updated"):
@@ -309,6 +309,7 @@ async def run_task(task: Task, settings: Settings, out_dir: Path) -> dict[str, A
                 first_prose.append(text)
         elif kind == "message" and text.startswith((*REPEAT_NOTICES, NO_FIX_NOTICE)):
             repeated += text.startswith(REPEAT_NOTICES)
+            earlier += text.startswith(EARLIER_TRY_NOTICE)
             without_code += text.startswith(NO_FIX_NOTICE)
             once_more += ONCE_MORE in text
         elif kind == "message" and ONCE_MORE in text:  # a result kept that cannot be right
@@ -387,6 +388,7 @@ async def run_task(task: Task, settings: Settings, out_dir: Path) -> dict[str, A
         "notebook": f"notebooks/{name}.ipynb" if kept.is_file() else None,
         "tries": tries,
         "repeated_fixes": repeated,
+        "repeated_earlier": earlier,
         "fixes_without_code": without_code,
         "asked_once_more": once_more,
         "own_fixes": own,
