@@ -14,6 +14,7 @@ from jupyter_ci.agent.fix_context import (
     fix_context_expression,
     fix_context_here,
     parse_fix_context,
+    same_code,
     split_advice,
 )
 
@@ -223,3 +224,29 @@ def test_advice_is_only_ever_jupyter_cis_own_text() -> None:
 )
 def test_an_answer_line_written_as_code_is_told_apart(code: str, written_as_code: bool) -> None:
     assert answer_as_code(code) is written_as_code
+
+
+FAILED = "x = df['a']\nif x.mean() > 1:\n    print(x.max())"
+
+
+@pytest.mark.parametrize(
+    ("other", "same"),
+    [
+        ("x = df['a']\n\nif x.mean() > 1:   \n    print(x.max())\n", True),  # layout
+        ("# the column\nx = df['a']  # a\nif x.mean() > 1:\n    print(x.max())", True),
+        ('x = (df["a"])\nif (x.mean() > 1):\n    print(x.max())', True),  # parentheses, quotes
+        ("x = df['a']\nif x.mean() > 1:\n    print(x.min())", False),
+        ("x = df['b']\nif x.mean() > 1:\n    print(x.max())", False),
+        ("x = df['a']\nif x.mean() > 1:\n    print(x.max())\n%whos", False),
+    ],
+    ids=["layout", "comments", "parentheses and quotes", "a call", "a string", "a magic added"],
+)
+def test_same_code_is_the_same_syntax_tree(other: str, same: bool) -> None:
+    assert same_code(FAILED, other) is same
+    assert same_code(other, FAILED) is same
+
+
+def test_cells_with_magics_are_compared_line_by_line() -> None:
+    magic = "%matplotlib inline\nx = 1"
+    assert same_code(magic, "%matplotlib inline\n\nx = 1  ")
+    assert not same_code(magic, "%matplotlib inline\n# one\nx = 1")

@@ -180,8 +180,12 @@ async def test_a_fresh_fix_is_told_of_a_try_without_code(iris: KernelWorkspace) 
 @pytest.mark.asyncio
 @pytest.mark.parametrize(
     ("unrunnable", "notice"),
-    [(Reply.code(WRONG), SAME_CODE_NOTICE), (Reply.text("It has no such column."), NO_FIX_NOTICE)],
-    ids=["same code", "no code"],
+    [
+        (Reply.code(WRONG), SAME_CODE_NOTICE),
+        (Reply.code(f"# The mean of the petal length\n({WRONG})  # fixed"), SAME_CODE_NOTICE),
+        (Reply.text("It has no such column."), NO_FIX_NOTICE),
+    ],
+    ids=["same code", "only comments and parentheses changed", "no code"],
 )
 async def test_a_fix_that_cannot_run_is_asked_once_more_without_an_attempt(
     iris: KernelWorkspace, unrunnable: Reply, notice: str

@@ -28,6 +28,7 @@ kernel, directly in the in-kernel loop's own process.
 
 from __future__ import annotations
 
+import ast
 import io
 import json
 import tokenize
@@ -341,10 +342,24 @@ def parse_fix_context(text: str) -> list[str]:
 
 
 def same_code(one: str, other: str) -> bool:
-    """Whether two versions of a cell are the same code: equal once trailing spaces and blank
-    lines are set aside (a fix that is the failed code again would fail the same way)."""
+    """Whether two versions of a cell are the same code (a fix that is the failed code again
+    would fail the same way): equal once trailing spaces and blank lines are set aside, or, for
+    Python without magics, the same syntax tree (only comments, parentheses or layout differ:
+    a small model's "fix" that rewrote a comment, or put a condition in parentheses)."""
 
     def lines(code: str) -> list[str]:
         return [line.rstrip() for line in code.strip().splitlines() if line.strip()]
 
-    return lines(one) == lines(other)
+    if lines(one) == lines(other):
+        return True
+    tree = _syntax_tree(one)
+    return tree is not None and tree == _syntax_tree(other)
+
+
+def _syntax_tree(code: str) -> str | None:
+    """``code``'s syntax tree, as text without positions; None when it is not Python (a cell
+    with magics or shell lines is compared line by line only)."""
+    try:
+        return ast.dump(ast.parse(code))
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
