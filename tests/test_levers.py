@@ -23,6 +23,7 @@ from jupyter_ci.agent.loop import (
     KEPT_WRONG_NOTICE,
     NO_FIX_NOTICE,
     ONCE_MORE,
+    OWN_FIX_FREE,
     OWN_FIX_NOTICE,
     SAME_CODE_NOTICE,
 )
@@ -289,15 +290,15 @@ async def test_a_spaced_column_is_respelled_without_asking_the_model(
         )
         requests = server.chat_requests
     assert outcome.state is RunState.DONE, outcome.error
-    assert outcome.attempts == 2
+    assert outcome.attempts == 1  # the own fix is not the model's try: no attempt used
     assert len(requests) == 2  # the code, then the answer: no model call for the fix
     notices = [e["text"] for e in recorder.of("message") if e["role"] == "notice"]
     assert f"{OWN_FIX_NOTICE}: wrote 'WINDSPEED' as ' WINDSPEED', as the frame spells it " in (
         " ".join(notices) + " "
     )
-    assert any(text.endswith("(attempt 2/3).") for text in notices)
+    assert any(text.endswith(f"({OWN_FIX_FREE}).") for text in notices)
     updates = [(e["cause"], e["attempt"]) for e in recorder.of("cell_updated")]
-    assert ("own_fix", 2) in updates  # jupyter-ci's, not the model's ("fix")
+    assert ("own_fix", 1) in updates  # jupyter-ci's, not the model's ("fix")
     assert all(cause != "fix" for cause, _ in updates)
     cells = await iris.read_cells()
     assert cells[-1].source == respelled
@@ -326,9 +327,9 @@ async def test_a_later_fix_keeps_the_spelling_jupyter_ci_corrected(
         outcome = await run_loop(iris, server, "mean wind speed", recorder=recorder)
         assert len(server.chat_requests) == 3  # the code, the fix after 'GUST', the answer
     assert outcome.state is RunState.DONE, outcome.error
-    assert outcome.attempts == 3
+    assert outcome.attempts == 2
     updates = [(e["cause"], e["attempt"]) for e in recorder.of("cell_updated")]
-    assert [u for u in updates if u[0] != "streamed"] == [("own_fix", 2), ("fix", 3)]
+    assert [u for u in updates if u[0] != "streamed"] == [("own_fix", 1), ("fix", 2)]
     notices = [e["text"] for e in recorder.of("message") if e["role"] == "notice"]
     said = f"{RESPELLED_NOTICE}: wrote 'WINDSPEED' as ' WINDSPEED', as the frame spells it."
     assert (said in notices) is held
@@ -393,6 +394,53 @@ async def test_a_usual_import_left_out_is_added_and_the_cell_runs(iris: KernelWo
         outcome = await run_loop(iris, server, "pi")
         assert len(server.chat_requests) == 3
     assert outcome.state is RunState.DONE, outcome.error
+
+
+@pytest.mark.asyncio
+async def test_an_import_left_out_at_the_last_attempt_still_runs(iris: KernelWorkspace) -> None:
+    # The dev set's 116: the model's last fix used np without importing it (this kernel has np,
+    # not plt). The import costs no attempt, so the fix runs as the model meant it.
+    failing = "print(undefined_total)"
+    fix = "print('module:', plt.__name__)"
+    script = [
+        Reply.code(failing),
+        Reply.code(failing.replace("total", "sum")),
+        Reply.code(fix),
+        Reply.text("The module is pyplot."),
+    ]
+    recorder = Recorder()
+    with ScriptedModelServer(script) as server:
+        outcome = await run_loop(iris, server, "pyplot's name", recorder=recorder, max_attempts=3)
+        assert len(server.chat_requests) == 4
+    assert outcome.state is RunState.DONE, outcome.error
+    assert outcome.attempts == 3
+    updates = [(e["cause"], e["attempt"]) for e in recorder.of("cell_updated")]
+    assert [u for u in updates if u[0] != "streamed"] == [("fix", 2), ("fix", 3), ("own_fix", 3)]
+    cells = await iris.read_cells()
+    assert cells[-1].source == f"import matplotlib.pyplot as plt\n{fix}"
+    assert "module: matplotlib.pyplot" in str(cells[-1].outputs)
+
+
+@pytest.mark.asyncio
+async def test_an_own_fix_never_runs_a_version_that_ran(iris: KernelWorkspace) -> None:
+    # The import made the cell fail otherwise; the model's fix is the cell without the import
+    # again. With the import it is the version that failed: not run a second time for free, the
+    # model is asked (the attempt its fix used is counted).
+    first = "print(plt.__name__, undefined_gust)"
+    right = "print('pi:', 3.14)"
+    script = [Reply.code(first), Reply.code(first), Reply.code(right), Reply.text("3.14")]
+    recorder = Recorder()
+    with ScriptedModelServer(script) as server:
+        outcome = await run_loop(iris, server, "pi", recorder=recorder, max_attempts=3)
+        assert len(server.chat_requests) == 4
+    assert outcome.state is RunState.DONE, outcome.error
+    ran = [e["source"] for e in recorder.of("cell_updated") if e["cause"] != "streamed"]
+    imported = f"import matplotlib.pyplot as plt\n{first}"
+    assert ran == [imported, first, right]
+    notices = [e["text"] for e in recorder.of("message") if e["role"] == "notice"]
+    assert sum(text.startswith(OWN_FIX_NOTICE) for text in notices) == 1
+    finished = [e["status"] for e in recorder.of("execution_finished")]
+    assert finished == ["error", "error", "error", "ok"]  # first, imported, first, right
 
 
 # --- results that look wrong -----------------------------------------------------------------
@@ -940,11 +988,12 @@ def test_an_own_fix_in_the_kernel_too(tmp_path: Path) -> None:
         notebook = in_the_kernel(tmp_path, server, ask, "print(w[' WINDSPEED'].sum())")
         assert len(server.chat_requests) == 2
     said = "".join(o.get("text", "") for o in notebook.cells[1].outputs)
-    # This kernel has no pd yet: the import first (attempt 2), then the spelling (attempt 3).
-    assert f"{OWN_FIX_NOTICE}: added import pandas as pd (attempt 2/3)." in said
+    # This kernel has no pd yet: the import first, then the spelling, neither an attempt.
+    assert f"{OWN_FIX_NOTICE}: added import pandas as pd ({OWN_FIX_FREE})." in said
     assert (
         f"{OWN_FIX_NOTICE}: wrote 'WINDSPEED' as ' WINDSPEED', as the frame spells it "
-        "(attempt 3/3)." in said
+        f"({OWN_FIX_FREE})." in said
     )
+    assert "done — 1 cell, 1 attempt" in said
     assert "mean: 2.0" in said
     assert notebook.cells[2].outputs[0]["text"] == "4.0\n"

@@ -46,7 +46,7 @@ from .generate import _prose
 from .inspect_first import inspection_code, loaded_names, named_files, named_frames
 from .messages import text_of
 from .outcome import RunOutcome
-from .own_fix import OwnFix, own_fix, spellings
+from .own_fix import OwnFix, fixes_itself, own_fix, spellings
 from .packages import missing_package
 from .prompts import render
 from .request import Approver, EventCallback, ReviewDecision, RunRequest
@@ -86,6 +86,8 @@ EARLIER_TRY_NOTICE = "The model proposed an earlier try's code again"
 NO_FIX_NOTICE = "The model replied without code for the failing cell"
 #: The notice of a fix jupyter-ci writes itself (``own_fixes``), followed by what it changed.
 OWN_FIX_NOTICE = "Fixed without asking the model"
+#: What that notice adds, after what it changed: an own fix is not the model's try.
+OWN_FIX_FREE = "no attempt used"
 #: What those notices add when the model is asked once more, without using an attempt.
 ONCE_MORE = "asked once more, without using an attempt"
 #: The notice when the fixes of a result that looked wrong failed until ``max_attempts``: the
@@ -320,6 +322,8 @@ class AgentRun(Retrying):
         approved = False
         base = list(messages[:-1])
         tries: list[Tried] = []
+        #: Every version of the cell that ran in this call (an own fix never runs one again).
+        versions: set[str] = set()
         #: The last version of the cell that ran without an error (its result looked wrong).
         ran_well: str | None = None
         self.spellings = {}
@@ -339,6 +343,7 @@ class AgentRun(Retrying):
                 execution, digest = await self._taken_from_notebook(cell_id, attempt)
             else:
                 execution, digest = await self._execute(cell_id, attempt)
+            versions.add(source)
             if execution.status is CellStatus.OK:
                 concerns = self._concerns(execution, attempt)
                 if not concerns:
@@ -364,17 +369,12 @@ class AgentRun(Retrying):
                 installed.add(missing)
                 approved = True  # the same code again, now that the package is there
                 continue
-            if attempt >= self.settings.max_attempts:
+            last = attempt >= self.settings.max_attempts
+            if last and not self._may_fix_itself(execution):
                 return await self._back_to(cell_id, source, ran_well, execution)
-            self._move(RunState.FIXING)
             timed_out = execution.status is CellStatus.TIMED_OUT
+            # Read while the state is still the attempt's: an own fix is no new attempt.
             context, own = await self._what_is_there(execution, source)
-            ending = (
-                f"It was still running after {self.settings.timeout:g} seconds and was interrupted"
-                if timed_out
-                else "It failed"
-            )
-            tries.append(Tried(source, ending, digest.text))
             template = "cell_timed_out" if timed_out else "cell_failed"
             extra = {"seconds": f"{self.settings.timeout:g}"} if timed_out else {}
             prompt = render(
@@ -386,15 +386,14 @@ class AgentRun(Retrying):
                 **extra,
             )
             told = self.conversation.user_message(prompt, digest)
-            if own is not None:
+            if own is not None and own.code not in versions:
                 # jupyter-ci's own fix, certain from the kernel's facts (it always changes the
-                # code): no model call.
-                attempt += 1
+                # code): no model call, and no attempt, as for a missing package. Never code
+                # that ran already: two fixes that undo each other end here.
                 self.emit(
                     "message",
                     role="notice",
-                    text=f"{OWN_FIX_NOTICE}: {own.said} "
-                    f"(attempt {attempt}/{self.settings.max_attempts}).",
+                    text=f"{OWN_FIX_NOTICE}: {own.said} ({OWN_FIX_FREE}).",
                 )
                 if not self.settings.fresh_fixes:  # the conversation says what the cell is now
                     messages += [told, {"role": "assistant", "content": fenced(own.code)}]
@@ -402,6 +401,15 @@ class AgentRun(Retrying):
                 self.spellings.update(own.respelled)
                 source = own.code
                 continue
+            if last:
+                return await self._back_to(cell_id, source, ran_well, execution)
+            self._move(RunState.FIXING)
+            ending = (
+                f"It was still running after {self.settings.timeout:g} seconds and was interrupted"
+                if timed_out
+                else "It failed"
+            )
+            tries.append(Tried(source, ending, digest.text))
             fixed = await self._ask_again(messages, base, tries, told, attempt, context=context)
             if not runnable(fixed, source, tries) and self._may_ask_once_more(attempt):
                 # Once per failure, a reply that could not be run costs no attempt.
@@ -531,6 +539,11 @@ class AgentRun(Retrying):
         self.conversation.add_look(messages, "\n\n" + told, digest)
         self._move(RunState.GENERATING)
         return cell_id
+
+    def _may_fix_itself(self, execution: Execution) -> bool:
+        """Whether jupyter-ci may have its own fix for the cell's error (``own_fixes``)."""
+        error = execution.error if execution.status is CellStatus.ERROR else None
+        return self.settings.own_fixes and error is not None and fixes_itself(error.get("ename"))
 
     async def _what_is_there(self, execution: Execution, code: str) -> tuple[str, OwnFix | None]:
         """What the cell's error is about, read from the kernel (the frame's real columns, the

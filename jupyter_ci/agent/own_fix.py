@@ -162,3 +162,8 @@ def own_fix(code: str, ename: str, evalue: str, pairs: dict[str, str]) -> OwnFix
     if ename == "NameError":
         return with_import(code, evalue)
     return None
+
+
+def fixes_itself(ename: object) -> bool:
+    """Whether :func:`own_fix` may have a fix for an error of this name."""
+    return ename in ("KeyError", "NameError")

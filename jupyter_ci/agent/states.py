@@ -70,7 +70,7 @@ TRANSITIONS: dict[RunState, frozenset[RunState]] = {
         {
             RunState.GENERATING,  # success: the next step
             RunState.FIXING,  # error or timeout: the model writes a fix
-            RunState.AWAITING_APPROVAL,  # a missing package: its install waits for approval
+            RunState.AWAITING_APPROVAL,  # a package install or an own fix waits for approval
             RunState.DONE,  # success and max_steps reached
         }
     )

@@ -25,7 +25,7 @@ SPEAKERS = {"user": "You", "assistant": "jupyter-ci", "notice": "Note"}
 #: Who wrote a version of a cell's code, by the cause of its ``cell_updated`` event.
 AUTHORS = {
     "fix": "jupyter-ci fixed the cell",
-    "own_fix": "jupyter-ci fixed the cell itself, without the model",
+    "own_fix": "jupyter-ci fixed the cell itself, without the model or an attempt",
     "edited": "You edited the cell",
     "reproposed": "jupyter-ci proposed another version",
     "stopped": "The run was stopped while jupyter-ci wrote this cell; it was commented out",
@@ -106,7 +106,7 @@ class _RunStory:
                 return
             author = AUTHORS.get(cause, "jupyter-ci changed the cell")
             attempt = event.get("attempt")
-            if cause in ("fix", "own_fix", "edited") and isinstance(attempt, int) and attempt > 1:
+            if cause in ("fix", "edited") and isinstance(attempt, int) and attempt > 1:
                 author += f" (attempt {attempt})"
             self._write(cell, author, str(event.get("source", "")))
         elif kind == "cell_deleted":

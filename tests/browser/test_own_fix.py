@@ -1,6 +1,7 @@
 """jupyter-ci's own fix (``own_fixes``) in real JupyterLab, as a user meets it: the model's cell
 fails on a column written without the spaces the frame's name has; jupyter-ci respells it in the
-same cell without asking the model (attempt 2/3), and the panel's notice says what it changed.
+same cell without asking the model or using an attempt, and the panel's notice says what it
+changed.
 
 The model is the scripted server; the kernel is real; the labextension is the built one.
 """
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jupyter_ci.agent.loop import OWN_FIX_NOTICE
+from jupyter_ci.agent.loop import OWN_FIX_FREE, OWN_FIX_NOTICE
 from jupyter_ci.agent.retries import RESPELLED_NOTICE
 from jupyter_ci.testing import Reply, ScriptedModelServer
 
@@ -31,16 +32,16 @@ def test_a_spaced_column_is_fixed_by_jupyter_ci_and_said(
     )
     (fixed,) = generated(all_cells)
     assert fixed["source"] == SPACED.replace("w['WINDSPEED']", "w[' WINDSPEED']")
-    assert fixed["metadata"]["jupyter_ci"]["attempt"] == 2
+    assert fixed["metadata"]["jupyter_ci"]["attempt"] == 1  # the own fix used no attempt
     assert "@mean[2.00]" in text_of(fixed["outputs"])
     assert len(model.chat_requests) == 2  # the cell, then the answer: none for the fix
     notice_said(
         page,
         f"{OWN_FIX_NOTICE}: wrote 'WINDSPEED' as ' WINDSPEED', as the frame spells it "
-        "(attempt 2/3).",
+        f"({OWN_FIX_FREE}).",
     )
     shown = steps(page)
-    assert any(step.startswith("Fixed by jupyter-ci, attempt 2/3") for step in shown), shown
+    assert "Fixed by jupyter-ci" in shown, shown  # no attempt: it used none
     assert not any(step.startswith("Fix written") for step in shown), shown  # not the model's
     in_both_themes(page, "own_fix")
 
@@ -49,7 +50,7 @@ def test_a_later_fix_keeps_jupyter_ci_s_spelling_and_says_so(
     model_context: Any, model_lab: Lab, model: ScriptedModelServer
 ) -> None:
     """After the own fix the cell fails on a column the model invented; the model's fix writes
-    the spaced name without its spaces again, and it runs as the frame spells it (3/3)."""
+    the spaced name without its spaces again, and it runs as the frame spells it (2/3)."""
     first = MADE + "print('@mean[%.2f]' % w['WINDSPEED'].mean(), w['GUST'].max())"
     fix = SPACED
     model.set_script(
@@ -64,7 +65,7 @@ def test_a_later_fix_keeps_jupyter_ci_s_spelling_and_says_so(
     )
     (fixed,) = generated(all_cells)
     assert fixed["source"] == fix.replace("w['WINDSPEED']", "w[' WINDSPEED']")
-    assert fixed["metadata"]["jupyter_ci"]["attempt"] == 3
+    assert fixed["metadata"]["jupyter_ci"]["attempt"] == 2
     assert "@mean[2.00]" in text_of(fixed["outputs"])
     notice_said(
         page,

@@ -142,9 +142,8 @@ async def test_an_own_fix_in_the_lab_path_and_its_export(
     fixed = spaced.replace("w['A']", "w[' A']")
     assert cell["source"] == fixed
     text = await exported(jp_fetch, "a.ipynb", end["text"])
-    told = (
-        f"_jupyter-ci fixed the cell itself, without the model (attempt 2):_\n\n```python\n{fixed}"
-    )
+    author = "_jupyter-ci fixed the cell itself, without the model or an attempt:_"
+    told = f"{author}\n\n```python\n{fixed}"
     assert told in text, text
     assert "Fixed without asking the model: wrote 'A' as ' A', as the frame spells it" in text
 

@@ -229,7 +229,7 @@ export function applyEvent(
       if (UPDATE_LABEL[cause] && (cause !== 'agent' || event.diff)) {
         steps.push({
           label:
-            cause === 'fix' || cause === 'own_fix'
+            cause === 'fix'
               ? `${UPDATE_LABEL[cause]}, attempt ${event.attempt}/${next.maxAttempts}`
               : UPDATE_LABEL[cause],
           cellId: event.cell_id,
