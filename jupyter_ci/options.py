@@ -287,7 +287,8 @@ OPTIONS: tuple[Option, ...] = (
         True,
         "Let jupyter-ci fix a failed cell itself, without asking the model, where the kernel "
         "leaves one fix that keeps what the cell means: a column's name written without the "
-        "spaces the frame's name has (a KeyError), or a missing import of pd, np, plt, sns or "
+        "spaces the frame's name has, or the missing one in another case or punctuation (a "
+        "KeyError), or a missing import of pd, np, plt, sns or "
         "stats (a NameError). The fix uses no attempt (the attempts count the model's tries) "
         "and is said in a notice.",
         after_failure=True,

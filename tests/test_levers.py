@@ -364,6 +364,22 @@ async def test_a_fix_that_respelled_is_the_failed_code_is_not_run(iris: KernelWo
 
 
 @pytest.mark.asyncio
+async def test_a_column_written_with_underscores_is_respelled_in_a_real_kernel(
+    iris: KernelWorkspace,
+) -> None:
+    # The dev set's 450 and 587: 'DATE_TIME' for 'DATE TIME', 'avg.wait_time' for
+    # 'avg. wait time ', three tries each, and the run ended on the KeyError.
+    code = "w = pd.DataFrame({'DATE TIME': [1, 2]})\nprint('total:', w['Date_Time'].sum())"
+    with ScriptedModelServer([Reply.code(code), Reply.text("The total is 3.")]) as server:
+        outcome = await run_loop(iris, server, "total")
+        assert len(server.chat_requests) == 2
+    assert outcome.state is RunState.DONE, outcome.error
+    cells = await iris.read_cells()
+    assert cells[-1].source == code.replace("'Date_Time'", "'DATE TIME'")
+    assert "total: 3" in str(cells[-1].outputs)
+
+
+@pytest.mark.asyncio
 async def test_without_own_fixes_the_model_fixes_it(iris: KernelWorkspace) -> None:
     respelled = SPACED.replace("w['WINDSPEED']", "w[' WINDSPEED']")
     script = [Reply.code(SPACED), Reply.code(respelled), Reply.text("The mean is 2.0.")]

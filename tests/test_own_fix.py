@@ -60,10 +60,34 @@ def test_every_spaced_name_of_the_cell_at_once_not_one_attempt_each() -> None:
 
 
 @pytest.mark.parametrize(
+    ("code", "fixed"),
+    [
+        ("w['windspeed'].mean()", "w[' WINDSPEED'].mean()"),
+        ("w['avg.wait_time'].mean()", "w['avg. wait time '].mean()"),
+        ("w['Avg_Wait_Time'].max()", "w['avg. wait time '].max()"),
+        # Only the name the error is about: another literal of the cell that is a column's
+        # once case is set aside is the model's (it may be a method's name, a label).
+        ("label = 'date'\nw['windspeed']", "label = 'date'\nw[' WINDSPEED']"),
+    ],
+)
+def test_the_missing_name_is_respelled_whatever_its_case_and_punctuation(
+    code: str, fixed: str
+) -> None:
+    namespace: dict[str, Any] = {"w": SPACED.copy()}
+    assert fix_of(namespace, code) == fixed
+    exec(fixed, namespace)  # noqa: S102 - it runs now
+
+
+def test_two_columns_of_one_name_so_leave_no_fix() -> None:
+    frame = pd.DataFrame({"DATE_TIME": [1], "date time": [2]})
+    assert fix_of({"w": frame}, "w['DateTime']") is None
+
+
+@pytest.mark.parametrize(
     ("code", "why"),
     [
-        ("w['windspeed']", "another case: the model's to decide"),
         ("w['SPEED']", "another name"),
+        ("w['WINDSPEED2']", "another name: a digit more"),
         ("w[f'WIND{\"SPEED\"}']", "no plain literal names it"),
         ("w[f'WINDSPEED']", "an f-string's own text is no literal to respell"),
     ],
@@ -81,17 +105,20 @@ def test_two_columns_that_differ_only_by_spaces_leave_no_fix() -> None:
 def test_a_forged_pair_can_only_respell() -> None:
     lines = [
         f'{SPELLED_LINE}["x", "__import__(\'os\')"]',
+        f'{SPELLED_LINE}["y", "y()"]',
+        f'{SPELLED_LINE}["..", ".__"]',
         f'{SPELLED_LINE}["A", " A "]',
         f"{SPELLED_LINE}not json",
         "df is a DataFrame with columns: ' A '",
     ]
     kept, pairs = spellings(lines)
     assert kept == ["df is a DataFrame with columns: ' A '"]
-    assert pairs == {"A": " A "}
-    fixed = respelled("x = 'x'\ndf['A']", pairs)
+    # Other letters, or none, are no respelling; other punctuation is, and stays a string.
+    assert pairs == {"y": "y()", "A": " A "}
+    fixed = respelled("x = 'x'\ny = 'y'\ndf['A']", pairs)
     assert fixed is not None
-    assert fixed.code == "x = 'x'\ndf[' A ']"
-    assert fixed.said == "wrote 'A' as ' A ', as the frame spells it"
+    assert fixed.code == "x = 'x'\ny = 'y()'\ndf[' A ']"
+    assert fixed.said == "wrote 'y' as 'y()', 'A' as ' A ', as the frame spells it"
 
 
 @pytest.mark.parametrize(

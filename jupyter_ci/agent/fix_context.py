@@ -6,7 +6,8 @@ what fits the error (:data:`FIX_CONTEXT_SOURCE`):
 
 - ``KeyError``, ``AttributeError``: the columns of the data frames (and the keys of the dicts)
   the cell's code names, and those closest to the missing one; for a ``KeyError`` on a name
-  written without the spaces a column has, the cell's names to respell (``spelled:`` lines, for
+  written without the spaces a column has (or, for the missing name, its case, underscores or
+  punctuation), the cell's names to respell (``spelled:`` lines, for
   jupyter-ci's own fix, :mod:`jupyter_ci.agent.own_fix`; never sent to the model);
 - ``NameError``: the names defined, and those closest to the missing one;
 - ``FileNotFoundError``: the files in the folder the path names (else the working folder), and
@@ -34,8 +35,11 @@ import json
 import tokenize
 from typing import Any
 
+from .own_fix import SET_APART
+
 #: Python source run in the user's kernel (standard library only). Its globals are ``ns`` (the
-#: user's namespace), ``ename``, ``evalue`` and ``code``; it leaves ``result``, whose ``repr()``
+#: user's namespace), ``ename``, ``evalue``, ``code`` and ``set_apart``
+#: (:data:`~jupyter_ci.agent.own_fix.SET_APART`); it leaves ``result``, whose ``repr()``
 #: is the JSON list of lines to tell the model. It never raises.
 FIX_CONTEXT_SOURCE = r"""
 import difflib
@@ -94,17 +98,27 @@ def literals(code):
     return found
 
 
+def name_key(name):
+    return re.sub(set_apart, "", str(name).casefold())
+
+
 def spelled(missing, code, frames):
     # The code's literals that are no column but one once spaces are set aside, as pairs for
-    # jupyter-ci's own fix: only when the missing one is among them.
+    # jupyter-ci's own fix: only when the missing one is among them. The missing one may be
+    # one column's once case and punctuation are set aside too (set_apart: jupyter-ci's).
     columns = {str(c) for _, frame in frames for c in frame.columns}
-    bare = {}
+    bare, keyed = {}, {}
     for column in columns:
         bare.setdefault(column.strip(), set()).add(column)
+        keyed.setdefault(name_key(column), set()).add(column)
     pairs = {}
     for value in literals(code):
+        if value in columns:
+            continue
         found = bare.get(value.strip(), set())
-        if value not in columns and len(found) == 1:
+        if not found and value == str(missing) and name_key(value):
+            found = keyed.get(name_key(value), set())
+        if len(found) == 1:
             pairs[value] = next(iter(found))
     if str(missing) not in pairs:
         return []
@@ -303,7 +317,7 @@ def split_advice(lines: list[str]) -> tuple[list[str], list[str]]:
 
 def fix_context_scope(ename: str, evalue: str, code: str) -> dict[str, Any]:
     """The globals :data:`FIX_CONTEXT_SOURCE` runs with, but ``ns`` (the user's namespace)."""
-    return {"ename": ename, "evalue": evalue, "code": code}
+    return {"ename": ename, "evalue": evalue, "code": code, "set_apart": SET_APART}
 
 
 def fix_context_expression(ename: str, evalue: str, code: str) -> str:

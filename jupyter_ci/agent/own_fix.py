@@ -5,9 +5,11 @@ Only where the kernel's facts leave one fix and it cannot change what the cell m
 - a ``KeyError`` on a column whose name the cell writes without the spaces the frame's name has
   (a CSV header's ``' WINDSPEED'``): each string literal of the cell that is no column of the
   frames it names but is one of them once spaces are set aside is written as the column is
-  spelled. The kernel names the pairs (``spelled:`` lines of
+  spelled; and the name the error is about, also when it is one column's once case, spaces,
+  underscores and punctuation are set aside (``'DATE_TIME'`` for ``'DATE TIME'``). The kernel
+  names the pairs (``spelled:`` lines of
   :data:`~jupyter_ci.agent.fix_context.FIX_CONTEXT_SOURCE`); a pair that is not the same name
-  with other spaces is dropped, so a line the kernel forges can only respell a literal;
+  so is dropped, so a line the kernel forges can only respell a literal;
 - a ``NameError`` on one of the usual names of the data libraries (``pd``, ``np``, ``plt``,
   ``sns``, ``stats``): the import that defines it is put first.
 
@@ -26,6 +28,12 @@ from typing import NamedTuple
 
 #: How the kernel's context names a respelling: ``spelled: ["as written", "as the column is"]``.
 SPELLED_LINE = "spelled: "
+
+#: What the name a ``KeyError`` is about may differ by from the one column it means, case
+#: aside: spaces, underscores, punctuation (``'DATE_TIME'`` for ``'DATE TIME'``,
+#: ``'avg.wait_time'`` for ``'avg. wait time '``). The kernel's source is given it too
+#: (:func:`~jupyter_ci.agent.fix_context.fix_context_scope`).
+SET_APART = r"[\W_]+"
 
 #: The usual names of the data libraries and the import that defines each.
 USUAL_IMPORTS = {
@@ -60,9 +68,19 @@ def spellings(lines: list[str]) -> tuple[list[str], dict[str, str]]:
         except (TypeError, ValueError):
             continue
         strings = isinstance(written, str) and isinstance(spelled, str)
-        if strings and written != spelled and written.strip() == spelled.strip():
+        if strings and written != spelled and _one_name(written, spelled):
             pairs[written] = spelled
     return kept, pairs
+
+
+def name_key(name: str) -> str:
+    """``name`` without what :data:`SET_APART` sets apart, in one case."""
+    return re.sub(SET_APART, "", name.casefold())
+
+
+def _one_name(written: str, spelled: str) -> bool:
+    """Whether two spellings are of one name (a forged pair may only respell)."""
+    return written.strip() == spelled.strip() or name_key(written) == name_key(spelled) != ""
 
 
 def respelled(code: str, pairs: dict[str, str]) -> OwnFix | None:
