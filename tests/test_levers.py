@@ -364,22 +364,6 @@ async def test_a_fix_that_respelled_is_the_failed_code_is_not_run(iris: KernelWo
 
 
 @pytest.mark.asyncio
-async def test_a_column_written_with_underscores_is_respelled_in_a_real_kernel(
-    iris: KernelWorkspace,
-) -> None:
-    # The dev set's 450 and 587: 'DATE_TIME' for 'DATE TIME', 'avg.wait_time' for
-    # 'avg. wait time ', three tries each, and the run ended on the KeyError.
-    code = "w = pd.DataFrame({'DATE TIME': [1, 2]})\nprint('total:', w['Date_Time'].sum())"
-    with ScriptedModelServer([Reply.code(code), Reply.text("The total is 3.")]) as server:
-        outcome = await run_loop(iris, server, "total")
-        assert len(server.chat_requests) == 2
-    assert outcome.state is RunState.DONE, outcome.error
-    cells = await iris.read_cells()
-    assert cells[-1].source == code.replace("'Date_Time'", "'DATE TIME'")
-    assert "total: 3" in str(cells[-1].outputs)
-
-
-@pytest.mark.asyncio
 async def test_without_own_fixes_the_model_fixes_it(iris: KernelWorkspace) -> None:
     respelled = SPACED.replace("w['WINDSPEED']", "w[' WINDSPEED']")
     script = [Reply.code(SPACED), Reply.code(respelled), Reply.text("The mean is 2.0.")]
@@ -393,70 +377,42 @@ async def test_without_own_fixes_the_model_fixes_it(iris: KernelWorkspace) -> No
     assert "spelled:" not in last_user(requests[1])
 
 
+UNDERSCORED = "w = pd.DataFrame({'DATE TIME': [1, 2]})\nprint('total:', w['Date_Time'].sum())"
+
+
 @pytest.mark.asyncio
-async def test_a_usual_import_left_out_is_added_and_the_cell_runs(iris: KernelWorkspace) -> None:
-    code = "print(plt.__name__)"
-    with ScriptedModelServer([Reply.code(code), Reply.text("pyplot")]) as server:
-        outcome = await run_loop(iris, server, "which library")
+@pytest.mark.parametrize(
+    ("code", "fixed", "printed"),
+    [
+        ("print(plt.__name__)", "import matplotlib.pyplot as plt\nprint(plt.__name__)", "pyplot"),
+        # The dev set's 450 and 587: 'DATE_TIME' for 'DATE TIME', 'avg.wait_time' for
+        # 'avg. wait time ', three tries each, and the run ended on the KeyError.
+        (UNDERSCORED, UNDERSCORED.replace("'Date_Time'", "'DATE TIME'"), "total: 3"),
+    ],
+    ids=["a usual import left out", "a column written with underscores"],
+)
+async def test_an_own_fix_runs_without_a_model_call(
+    iris: KernelWorkspace, code: str, fixed: str, printed: str
+) -> None:
+    with ScriptedModelServer([Reply.code(code), Reply.text("Done.")]) as server:
+        outcome = await run_loop(iris, server, "the answer")
         assert len(server.chat_requests) == 2
     assert outcome.state is RunState.DONE, outcome.error
     cells = await iris.read_cells()
-    assert cells[-1].source == f"import matplotlib.pyplot as plt\n{code}"
-    assert "matplotlib.pyplot" in str(cells[-1].outputs)
-    # An import that is there already but did not define the name: the model's to fix.
+    assert cells[-1].source == fixed
+    assert printed in str(cells[-1].outputs)
+
+
+@pytest.mark.asyncio
+async def test_an_import_that_did_not_define_the_name_is_the_models_to_fix(
+    iris: KernelWorkspace,
+) -> None:
     code = "import numpy as np\ndel np\nprint(np.pi)"
     script = [Reply.code(code), Reply.code("print(3.14)"), Reply.text("3.14")]
     with ScriptedModelServer(script) as server:
         outcome = await run_loop(iris, server, "pi")
         assert len(server.chat_requests) == 3
     assert outcome.state is RunState.DONE, outcome.error
-
-
-@pytest.mark.asyncio
-async def test_an_import_left_out_at_the_last_attempt_still_runs(iris: KernelWorkspace) -> None:
-    # The dev set's 116: the model's last fix used np without importing it (this kernel has np,
-    # not plt). The import costs no attempt, so the fix runs as the model meant it.
-    failing = "print(undefined_total)"
-    fix = "print('module:', plt.__name__)"
-    script = [
-        Reply.code(failing),
-        Reply.code(failing.replace("total", "sum")),
-        Reply.code(fix),
-        Reply.text("The module is pyplot."),
-    ]
-    recorder = Recorder()
-    with ScriptedModelServer(script) as server:
-        outcome = await run_loop(iris, server, "pyplot's name", recorder=recorder, max_attempts=3)
-        assert len(server.chat_requests) == 4
-    assert outcome.state is RunState.DONE, outcome.error
-    assert outcome.attempts == 3
-    updates = [(e["cause"], e["attempt"]) for e in recorder.of("cell_updated")]
-    assert [u for u in updates if u[0] != "streamed"] == [("fix", 2), ("fix", 3), ("own_fix", 3)]
-    cells = await iris.read_cells()
-    assert cells[-1].source == f"import matplotlib.pyplot as plt\n{fix}"
-    assert "module: matplotlib.pyplot" in str(cells[-1].outputs)
-
-
-@pytest.mark.asyncio
-async def test_an_own_fix_never_runs_a_version_that_ran(iris: KernelWorkspace) -> None:
-    # The import made the cell fail otherwise; the model's fix is the cell without the import
-    # again. With the import it is the version that failed: not run a second time for free, the
-    # model is asked (the attempt its fix used is counted).
-    first = "print(plt.__name__, undefined_gust)"
-    right = "print('pi:', 3.14)"
-    script = [Reply.code(first), Reply.code(first), Reply.code(right), Reply.text("3.14")]
-    recorder = Recorder()
-    with ScriptedModelServer(script) as server:
-        outcome = await run_loop(iris, server, "pi", recorder=recorder, max_attempts=3)
-        assert len(server.chat_requests) == 4
-    assert outcome.state is RunState.DONE, outcome.error
-    ran = [e["source"] for e in recorder.of("cell_updated") if e["cause"] != "streamed"]
-    imported = f"import matplotlib.pyplot as plt\n{first}"
-    assert ran == [imported, first, right]
-    notices = [e["text"] for e in recorder.of("message") if e["role"] == "notice"]
-    assert sum(text.startswith(OWN_FIX_NOTICE) for text in notices) == 1
-    finished = [e["status"] for e in recorder.of("execution_finished")]
-    assert finished == ["error", "error", "error", "ok"]  # first, imported, first, right
 
 
 # --- results that look wrong -----------------------------------------------------------------
