@@ -90,6 +90,20 @@ def test_a_key_error_that_lists_the_missing_labels_names_the_first_of_them(
     assert not any("'str'" in line for line in lines)
 
 
+def test_a_key_error_on_an_integer_names_the_series_of_labels() -> None:
+    # pandas 3 looks 0 up as a label of an index of months; the model meant the first.
+    monthly = pd.Series([1.0], index=pd.PeriodIndex(["2015-01"], freq="M"))
+    namespace = {"monthly": monthly, "counts": pd.Series([3], index=[7])}
+    code = "print(monthly[0], counts[0])"
+    lines = fix_context_here(namespace, "KeyError", "0", code)
+    assert lines == [
+        'positional: "monthly"',  # for jupyter-ci's own fix, first: never cut off
+        "monthly is a Series whose index holds labels (period), not positions: monthly[0] "
+        "looks up the label 0; the item at position 0 is monthly.iloc[0]",
+    ]  # counts: integer labels, where 0 is one; no values of either
+    assert fix_context_here(namespace, "KeyError", "'0'", code) == []  # a string key
+
+
 def test_a_key_error_on_a_dict_gets_its_keys(namespace: dict[str, Any]) -> None:
     lines = fix_context_here(namespace, "KeyError", "'alpah'", "prices['alpah']")
     assert lines == [

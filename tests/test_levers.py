@@ -377,6 +377,7 @@ async def test_without_own_fixes_the_model_fixes_it(iris: KernelWorkspace) -> No
     assert "spelled:" not in last_user(requests[1])
 
 
+LABELLED = "m = pd.Series([1.5, 2.5], index=['a', 'b'])\nprint('first:', m[0])"
 UNDERSCORED = "w = pd.DataFrame({'DATE TIME': [1, 2]})\nprint('total:', w['Date_Time'].sum())"
 
 
@@ -388,8 +389,15 @@ UNDERSCORED = "w = pd.DataFrame({'DATE TIME': [1, 2]})\nprint('total:', w['Date_
         # The dev set's 450 and 587: 'DATE_TIME' for 'DATE TIME', 'avg.wait_time' for
         # 'avg. wait time ', three tries each, and the run ended on the KeyError.
         (UNDERSCORED, UNDERSCORED.replace("'Date_Time'", "'DATE TIME'"), "total: 3"),
+        # The dev set's 450 ended on KeyError: 0, the first month by position (pandas 3).
+        pytest.param(
+            LABELLED,
+            LABELLED.replace("m[0]", "m.iloc[0]"),
+            "first: 1.5",
+            marks=pytest.mark.skipif(int(pd.__version__[0]) < 3, reason="pandas 3 reads m[0] so"),
+        ),
     ],
-    ids=["a usual import left out", "a column written with underscores"],
+    ids=["a usual import left out", "a column written with underscores", "a position"],
 )
 async def test_an_own_fix_runs_without_a_model_call(
     iris: KernelWorkspace, code: str, fixed: str, printed: str

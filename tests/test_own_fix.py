@@ -9,8 +9,10 @@ import pytest
 
 from jupyter_ci.agent.fix_context import fix_context_here
 from jupyter_ci.agent.own_fix import (
+    POSITIONAL_LINE,
     SPELLED_LINE,
     own_fix,
+    positionals,
     renames_columns,
     respelled,
     spellings,
@@ -25,8 +27,10 @@ def fix_of(namespace: dict[str, Any], code: str) -> str | None:
         exec(code, namespace)  # noqa: S102 - the test's own code, for the real error text
     ename, evalue = type(raised.value).__name__, str(raised.value)
     lines, pairs = spellings(fix_context_here(namespace, ename, evalue, code))
-    assert not any(line.startswith(SPELLED_LINE) for line in lines)  # never to the model
-    fixed = own_fix(code, ename, evalue, pairs)
+    lines, positional = positionals(lines)
+    for line in lines:  # never to the model
+        assert not line.startswith((SPELLED_LINE, POSITIONAL_LINE)), line
+    fixed = own_fix(code, ename, evalue, pairs, positional)
     return None if fixed is None else fixed.code
 
 
@@ -141,6 +145,58 @@ def test_any_other_name_is_the_model_to_fix() -> None:
     assert fix_of({}, "import numpy as np\ndel np\nnp.pi") is None  # the import is there
     assert fix_of({}, "dff.head()") is None
     assert fix_of({}, "pdf.head()") is None
+
+
+PANDAS_3 = pytest.mark.skipif(
+    int(pd.__version__.split(".")[0]) < 3, reason="pandas before 3 takes an integer as a position"
+)
+MONTHLY = pd.Series([1.0, 2.0, 4.0], index=["2015-01", "2015-02", "2015-03"])
+
+
+@PANDAS_3
+@pytest.mark.parametrize(
+    "code",
+    [
+        "print(monthly[0], monthly[-1])",
+        "first = monthly[0]\nlast = monthly[len(monthly) - 1]",  # the second is the model's
+        'print(f"@first[{monthly[0]:.1f}] é {monthly[1]}")',
+        "print('é', monthly[ 2 ], monthly.index[0])",
+    ],
+)
+def test_an_integer_on_a_series_of_labels_is_a_position(code: str) -> None:
+    namespace: dict[str, Any] = {"monthly": MONTHLY.copy()}
+    fixed = fix_of(namespace, code)
+    assert fixed is not None
+    for position in ("0", "-1", "1", " 2 "):
+        assert f"monthly[{position}]" not in fixed
+    assert fixed == code.replace("monthly[", "monthly.iloc[").replace(
+        "monthly.iloc[len", "monthly[len"
+    )
+    if "len(" not in code:
+        exec(fixed, namespace)  # noqa: S102 - it runs now
+
+
+@PANDAS_3
+@pytest.mark.parametrize(
+    ("namespace", "code"),
+    [
+        ({"s": pd.Series([1], index=[5])}, "s[0]"),  # integer labels: 0 is meant as one
+        ({"df": pd.DataFrame({"a": [1]})}, "df[0]"),  # a frame's column, never a position
+        ({"monthly": MONTHLY.copy()}, "monthly['2016-01']"),  # a label that is not there
+    ],
+)
+def test_no_position_where_an_integer_is_a_label(namespace: dict[str, Any], code: str) -> None:
+    assert fix_of(namespace, code) is None
+
+
+def test_a_forged_positional_line_can_only_name_a_name() -> None:
+    lines = [
+        f'{POSITIONAL_LINE}"monthly"',
+        f"{POSITIONAL_LINE}\"__import__('os')\"",
+        f"{POSITIONAL_LINE}5",
+        f"{POSITIONAL_LINE}not json",
+    ]
+    assert positionals(lines) == ([], {"monthly"})
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,10 @@ what fits the error (:data:`FIX_CONTEXT_SOURCE`):
   the cell's code names, and those closest to the missing one; for a ``KeyError`` on a name
   written without the spaces a column has (or, for the missing name, its case, underscores or
   punctuation), the cell's names to respell (``spelled:`` lines, for
-  jupyter-ci's own fix, :mod:`jupyter_ci.agent.own_fix`; never sent to the model);
+  jupyter-ci's own fix, :mod:`jupyter_ci.agent.own_fix`; never sent to the model); for a
+  ``KeyError`` on an integer, the Series the code names whose index holds labels (an integer
+  is a label there in pandas 3, not a position: ``positional:`` lines for the own fix, and the
+  fact for the model);
 - ``NameError``: the names defined, and those closest to the missing one;
 - ``FileNotFoundError``: the files in the folder the path names (else the working folder), and
   those closest to the missing one;
@@ -138,6 +141,19 @@ def frames(ns, code):
     return found[:5]
 
 
+def labelled(ns, code):
+    # The Series the code names whose index holds labels, not integers, with the kind of
+    # labels: an integer looks a label up there (pandas 3), not a position.
+    found = []
+    for name in named_in(code):
+        value = ns.get(name)
+        if hasattr(value, "iloc") and hasattr(value, "index") and not hasattr(value, "columns"):
+            kind = getattr(getattr(value, "index", None), "inferred_type", None)
+            if isinstance(kind, str) and kind not in ("integer", "mixed-integer", "empty"):
+                found.append((name, kind))
+    return found[:5]
+
+
 def mappings(ns, code):
     found = []
     for name in named_in(code):
@@ -194,6 +210,14 @@ def context(ns, ename, evalue, code):
                 lines.append("advice: spaced_column")
         if ename == "KeyError" and missing:
             lines[:0] = spelled(missing, code, frames(ns, code))  # first: never cut off
+        if ename == "KeyError" and re.fullmatch(r"-?[0-9]+", (evalue or "").strip()):
+            for name, kind in labelled(ns, code):
+                lines.insert(0, f"positional: {json.dumps(name)}")
+                lines.append(
+                    f"{name} is a Series whose index holds labels ({kind}), not positions: "
+                    f"{name}[{missing}] looks up the label {missing}; the item at position "
+                    f"{missing} is {name}.iloc[{missing}]"
+                )
         if ename == "KeyError":
             for name, mapping in mappings(ns, code):
                 keys = list(mapping)

@@ -46,7 +46,7 @@ from .generate import _prose
 from .inspect_first import inspection_code, loaded_names, named_files, named_frames
 from .messages import text_of
 from .outcome import RunOutcome
-from .own_fix import OwnFix, fixes_itself, own_fix, spellings
+from .own_fix import OwnFix, fixes_itself, own_fix, positionals, spellings
 from .packages import missing_package
 from .prompts import render
 from .request import Approver, EventCallback, ReviewDecision, RunRequest
@@ -561,7 +561,8 @@ class AgentRun(Retrying):
         except (JupyterCIError, asyncio.TimeoutError):
             lines = []
         lines, pairs = spellings(lines)
-        own = own_fix(code, ename, evalue, pairs) if self.settings.own_fixes else None
+        lines, positional = positionals(lines)
+        own = own_fix(code, ename, evalue, pairs, positional) if self.settings.own_fixes else None
         facts, advice = split_advice(lines)
         if ename == "SyntaxError" and answer_as_code(code):
             advice.append(ADVICE["answer_as_code"])

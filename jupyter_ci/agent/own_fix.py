@@ -10,6 +10,10 @@ Only where the kernel's facts leave one fix and it cannot change what the cell m
   names the pairs (``spelled:`` lines of
   :data:`~jupyter_ci.agent.fix_context.FIX_CONTEXT_SOURCE`); a pair that is not the same name
   so is dropped, so a line the kernel forges can only respell a literal;
+- a ``KeyError`` on an integer the cell looked up in a Series whose index holds labels
+  (``monthly[0]`` on months): pandas 3 looks it up as a label, pandas before took it as a
+  position, as the code means; each such ``name[i]`` the cell reads is written ``name.iloc[i]``
+  (the kernel names the Series, ``positional:`` lines);
 - a ``NameError`` on one of the usual names of the data libraries (``pd``, ``np``, ``plt``,
   ``sns``, ``stats``): the import that defines it is put first.
 
@@ -28,6 +32,11 @@ from typing import NamedTuple
 
 #: How the kernel's context names a respelling: ``spelled: ["as written", "as the column is"]``.
 SPELLED_LINE = "spelled: "
+
+#: How the kernel's context names a Series whose index holds labels, not positions, which the
+#: cell looked an integer up in (``positional: "name"``): pandas 3 looks it up as a label, as
+#: ``KeyError: 0`` says; pandas before 3 took it as a position, as the model's code meant.
+POSITIONAL_LINE = "positional: "
 
 #: What the name a ``KeyError`` is about may differ by from the one column it means, case
 #: aside: spaces, underscores, punctuation (``'DATE_TIME'`` for ``'DATE TIME'``,
@@ -73,6 +82,23 @@ def spellings(lines: list[str]) -> tuple[list[str], dict[str, str]]:
     return kept, pairs
 
 
+def positionals(lines: list[str]) -> tuple[list[str], set[str]]:
+    """The context's lines without its ``positional:`` lines, and the names those give (names
+    only: a forged line can only add ``.iloc`` where a name is subscripted by an integer)."""
+    kept, names = [], set()
+    for line in lines:
+        if not line.startswith(POSITIONAL_LINE):
+            kept.append(line)
+            continue
+        try:
+            name = json.loads(line[len(POSITIONAL_LINE) :])
+        except (TypeError, ValueError):
+            continue
+        if isinstance(name, str) and name.isidentifier():
+            names.add(name)
+    return kept, names
+
+
 def name_key(name: str) -> str:
     """``name`` without what :data:`SET_APART` sets apart, in one case."""
     return re.sub(SET_APART, "", name.casefold())
@@ -110,19 +136,32 @@ class _Written(NamedTuple):
     value: str
 
 
+def _masked(code: str) -> str:
+    """``code`` with its lines of IPython's magics and shell commands made comments of the same
+    length, as the kernel's ``literals()`` sets them apart."""
+    return "".join(
+        line if line.lstrip()[:1] not in ("%", "!") else line.replace(line.lstrip()[:1], "#", 1)
+        for line in code.splitlines(keepends=True)
+    )
+
+
+def _tree(code: str) -> ast.Module | None:
+    """The syntax tree of ``code`` (:func:`_masked`); None when it is no Python."""
+    try:
+        return ast.parse(_masked(code))
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+
+
 def _literals(code: str) -> list[_Written]:
     """The string literals ``code`` writes on one line each, in order, also inside an
     f-string's fields (not an f-string's own text). As the kernel's ``literals()`` of
     :data:`~jupyter_ci.agent.fix_context.FIX_CONTEXT_SOURCE` reads them (a self-contained
     source: it cannot import this)."""
-    masked = "".join(
-        line if line.lstrip()[:1] not in ("%", "!") else line.replace(line.lstrip()[:1], "#", 1)
-        for line in code.splitlines(keepends=True)
-    )
-    try:
-        tree = ast.parse(masked)
-    except SyntaxError:
+    tree = _tree(code)
+    if tree is None:
         return []
+    masked = _masked(code)
     found = []
     for node in ast.walk(tree):
         if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
@@ -146,6 +185,51 @@ def _literal(written: str, value: str) -> str:
     if plain and not any(char in value for char in (quote, "\\", "\n")):
         return f"{quote}{value}{quote}"
     return repr(value)
+
+
+def by_position(code: str, names: set[str]) -> OwnFix | None:
+    """``code`` with each ``name[i]`` it reads (``i`` an integer, ``name`` one of ``names``: a
+    Series whose index holds labels) written ``name.iloc[i]``; None when it has none."""
+    tree = _tree(code) if names else None
+    if tree is None:
+        return None
+    lines = code.splitlines(keepends=True)
+    ends: set[tuple[int, int]] = set()
+    made: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if not (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.ctx, ast.Load)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in names
+            and node.value.end_lineno == node.value.lineno
+            and node.value.end_col_offset is not None
+            and _integer(node.slice) is not None
+        ):
+            continue
+        name, line, end = node.value.id, node.value.lineno - 1, node.value.end_col_offset
+        written = lines[line].encode()  # ast's columns count UTF-8 bytes
+        if written[node.value.col_offset : end] != name.encode():
+            continue  # a place Python before 3.12 gives inside an f-string, not the name's
+        ends.add((line, end))
+        made[f"{name}[{_integer(node.slice)}]"] = f"{name}.iloc[{_integer(node.slice)}]"
+    if not ends:
+        return None
+    for line, end in sorted(ends, reverse=True):
+        written = lines[line].encode()
+        lines[line] = (written[:end] + b".iloc" + written[end:]).decode()
+    said = ", ".join(f"{old} as {new}" for old, new in made.items())
+    return OwnFix("".join(lines), f"wrote {said}, by position (the index holds labels)")
+
+
+def _integer(node: ast.expr) -> int | None:
+    """The integer a subscript's index writes (``0``, ``-1``), else None."""
+    sign = 1
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        sign, node = -1, node.operand
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return sign * node.value
+    return None
 
 
 def with_import(code: str, evalue: str) -> OwnFix | None:
@@ -172,11 +256,20 @@ def renames_columns(code: str) -> bool:
     return _RENAMES_COLUMNS.search(code) is not None
 
 
-def own_fix(code: str, ename: str, evalue: str, pairs: dict[str, str]) -> OwnFix | None:
+def own_fix(
+    code: str,
+    ename: str,
+    evalue: str,
+    pairs: dict[str, str],
+    positional: set[str] | None = None,
+) -> OwnFix | None:
     """jupyter-ci's fix of ``code`` that failed with ``ename: evalue`` (``pairs``: the
-    respellings the kernel named); None when it has none."""
+    respellings the kernel named; ``positional``: the Series it named whose index holds
+    labels); None when it has none."""
     if ename == "KeyError" and pairs:
         return respelled(code, pairs)
+    if ename == "KeyError" and positional:
+        return by_position(code, positional)
     if ename == "NameError":
         return with_import(code, evalue)
     return None
