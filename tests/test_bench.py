@@ -440,9 +440,9 @@ def test_bench_end_to_end_with_the_scripted_model(tmp_path: Path) -> None:
     # The attempts used: the fix that repeated the code and the one without code used 2 and 3.
     assert (count["attempts"], count["cells"]) == (4, 1)
     # Each try's code, so that what the retries did can be read afterwards.
-    assert [(t["code"], t["status"]) for t in count["tries"]] == [
-        ("print(undefined_name)", "error"),
-        (COUNT_CODE, "ok"),
+    assert [(t["code"], t["status"], t["error"]) for t in count["tries"]] == [
+        ("print(undefined_name)", "error", "NameError: name 'undefined_name' is not defined"),
+        (COUNT_CODE, "ok", ""),
     ]
     assert count["tries"][0]["cell"] == count["tries"][1]["cell"]
     assert (mean["repeated_fixes"], count["repeated_fixes"]) == (0, 2)

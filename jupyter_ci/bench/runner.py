@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from ..agent.digest import ERROR_LABEL
 from ..agent.inspect_first import INSPECT_HEADER
 from ..agent.loop import EARLIER_TRY_NOTICE, NO_FIX_NOTICE, ONCE_MORE, SAME_CODE_NOTICE
 from ..agent.retries import LOOK_AGAIN_NOTICE
@@ -271,7 +272,8 @@ async def run_task(task: Task, settings: Settings, out_dir: Path) -> dict[str, A
     first_digest: list[str] = []
     #: Prompt tokens of each model call (usage events carry the run's running totals).
     call_prompts: list[int] = []
-    #: Each execution: the cell, the code that ran and how it ended (what the retries did).
+    #: Each execution: the cell, the code that ran, how it ended and its error line (what the
+    #: retries did).
     tries: list[dict[str, Any]] = []
     sources: dict[str, str] = {}
     first_prose: list[str] = []
@@ -298,8 +300,14 @@ async def run_task(task: Task, settings: Settings, out_dir: Path) -> dict[str, A
                 inspecting.add(str(event["cell_id"]))
         elif kind == "execution_finished":
             cell_id = str(event["cell_id"])
+            digest = str(event.get("digest") or "")
             tries.append(
-                {"cell": cell_id, "code": sources.get(cell_id, ""), "status": event["status"]}
+                {
+                    "cell": cell_id,
+                    "code": sources.get(cell_id, ""),
+                    "status": event["status"],
+                    "error": _error_line(digest) if event["status"] == "error" else "",
+                }
             )
             # The first execution's outputs: what a one-shot run (one cell, one try) would have.
             if not first_digest and cell_id not in inspecting:
@@ -489,3 +497,12 @@ async def run_bench(
         await asyncio.gather(*workers, return_exceptions=True)
         raise
     return [done[task.key] for task in tasks if task.key in done]
+
+
+def _error_line(digest: str) -> str:
+    """The ``ename: evalue`` line of a failed try's digest ('' when it has none)."""
+    lines = digest.splitlines()
+    for number, line in enumerate(lines[:-1]):
+        if line.strip() == ERROR_LABEL:
+            return lines[number + 1].strip()[:200]
+    return ""
