@@ -865,16 +865,18 @@ def test_a_first_answer_without_code_is_the_first_attempt(tmp_path: Path) -> Non
 
 
 def test_a_seeded_arm_sends_the_same_prompts_for_the_same_question(tmp_path: Path) -> None:
-    """Kernel output reaches the model inside a marker whose id is random per run. In a seeded
-    arm it is the task's own, so two arms send the same fix prompt for the same failure (a
-    sample at a fix's temperature then depends on the seed only); unseeded, they differ."""
+    """Kernel output reaches the model inside a marker whose id is random per run, and a
+    missing file's facts name the working folder's path, a new temporary one per run. In a
+    seeded arm both are the task's own, so two arms send the same fix prompt for the same
+    failure (a sample at a fix's temperature then depends on the seed only); unseeded, they
+    differ."""
     root = write_tasks(tmp_path / "tiny", TINY[:1], TINY_LABELS)
 
     def fix_prompt(out: str, *seed: str) -> str:
         script = [
             Reply.text("Hello! How can I help you today?", match=r"^\.$", times=None),
-            Reply.code("print(fare_mean)", match="Question:"),
-            Reply.code(MEAN_CODE, match="NameError"),
+            Reply.code("open('fares_2020.csv')", match="Question:"),
+            Reply.code(MEAN_CODE, match="FileNotFoundError"),
             Reply.text("The mean fare is @mean_fare[34.65].", times=None),
         ]
         with ScriptedModelServer(script) as server:
@@ -889,8 +891,9 @@ def test_a_seeded_arm_sends_the_same_prompts_for_the_same_question(tmp_path: Pat
         fix = requests[2 if seed else 1]
         assert fix.body.get("seed") == (int(seed[1]) if seed else None)
         text = json.dumps(fix.messages)
-        assert "NameError" in text
+        assert "FileNotFoundError" in text
         assert "untrusted-data id=" in text
+        assert re.search(r"files in the working folder \(/\S+jupyter-ci-bench-", text), text
         return text
 
     seeded = fix_prompt("a", "--seed", "1")

@@ -18,13 +18,14 @@ first attempt is the first cell after it (and ``inspected`` says there was one),
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import re
 import shutil
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -172,6 +173,25 @@ def categorize(result: Score, state: str, reason: str) -> str | None:
     if state == "done":
         return "no_answer"
     return "other"
+
+
+@contextlib.contextmanager
+def task_folder(task: Task, seed: int) -> Iterator[Path]:
+    """The new folder ``task`` runs in, removed after it: a random temporary one; in a seeded
+    arm one named from the task and the seed, the same in every arm, since the kernel's facts
+    tell the model its working folder's path (a missing file's)."""
+    if seed < 0:
+        with tempfile.TemporaryDirectory(prefix="jupyter-ci-bench-") as tmp:
+            yield Path(tmp)
+        return
+    name = hashlib.sha256(f"folder\0{task.key}\0{seed}".encode()).hexdigest()[:16]
+    folder = Path(tempfile.gettempdir()) / f"jupyter-ci-bench-{name}"
+    shutil.rmtree(folder, ignore_errors=True)  # left by a bench that was killed
+    folder.mkdir(mode=0o700)  # never one that is there still (a link: it fails)
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def task_nonce(task: Task, seed: int) -> str | None:
@@ -330,8 +350,7 @@ async def run_task(task: Task, settings: Settings, out_dir: Path) -> dict[str, A
             total = int(event["usage"].get("prompt_tokens") or 0)
             call_prompts.append(total - sum(call_prompts))
 
-    with tempfile.TemporaryDirectory(prefix="jupyter-ci-bench-") as tmp:
-        work = Path(tmp)
+    with task_folder(task, settings.seed) as work:
         if task.data_path is not None:
             shutil.copy2(task.data_path, work / Path(task.file_name).name)
         notebook = work / f"{name}.ipynb"
