@@ -36,7 +36,7 @@ from jupyter_ci.workspaces.kernel import KernelWorkspace
 from .loop_support import IRIS_SETUP, Recorder, run_loop, write_notebook
 
 WRONG = 'iris["petal_len"].mean()'
-ALSO_WRONG = 'iris["Petal_Length"].mean()'
+ALSO_WRONG = 'iris["petal_size"].mean()'  # no column, whatever its case
 FIXED = 'iris["petal_length"].mean()'
 
 

@@ -35,7 +35,7 @@ READ = 'import pandas as pd\ndf = pd.read_csv("iris.csv")\n'
 NAN = READ + 'print("mean:", df["petal_len"].mean() if "petal_len" in df else float("nan"))'
 RIGHT = READ + 'print(f"@mean[{df.petal_length.mean():.2f}]")'
 WRONG = READ + 'print("mean:", df["petal_len"].mean())'
-ALSO_WRONG = READ + 'print("mean:", df["Petal_Length"].mean())'
+ALSO_WRONG = READ + 'print("mean:", df["petal_size"].mean())'  # no column, whatever its case
 
 
 def run_to_the_end(model_context: Any, model_lab: Lab, request: str) -> tuple[Any, list[Any]]:
