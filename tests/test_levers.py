@@ -412,6 +412,22 @@ async def test_an_own_fix_runs_without_a_model_call(
 
 
 @pytest.mark.asyncio
+async def test_the_file_the_request_names_is_read_as_it_names_it(
+    iris: KernelWorkspace, tmp_path: Path
+) -> None:
+    (tmp_path / "unemployement_rates.csv").write_text("rate\n4.0\n6.0\n")
+    code = "import pandas as pd\nprint('mean:', pd.read_csv('unemployment_rates.csv').rate.mean())"
+    with ScriptedModelServer([Reply.code(code), Reply.text("The mean is 5.0.")]) as server:
+        outcome = await run_loop(iris, server, "the mean rate in unemployement_rates.csv")
+        assert len(server.chat_requests) == 2  # no model call for the fix
+    assert outcome.state is RunState.DONE, outcome.error
+    assert outcome.attempts == 1
+    cells = await iris.read_cells()
+    assert cells[-1].source == code.replace("unemployment", "unemployement")
+    assert "mean: 5.0" in str(cells[-1].outputs)
+
+
+@pytest.mark.asyncio
 async def test_an_import_that_did_not_define_the_name_is_the_models_to_fix(
     iris: KernelWorkspace,
 ) -> None:

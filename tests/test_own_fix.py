@@ -11,6 +11,7 @@ from jupyter_ci.agent.fix_context import fix_context_here
 from jupyter_ci.agent.own_fix import (
     POSITIONAL_LINE,
     SPELLED_LINE,
+    named_file,
     own_fix,
     positionals,
     renames_columns,
@@ -197,6 +198,42 @@ def test_a_forged_positional_line_can_only_name_a_name() -> None:
         f"{POSITIONAL_LINE}not json",
     ]
     assert positionals(lines) == ([], {"monthly"})
+
+
+MISSING = "[Errno 2] No such file or directory: 'unemployment_industry.csv'"
+
+
+@pytest.mark.parametrize(
+    ("named", "fixed"),
+    [
+        # The dev set's 19 and 23: the model "corrected" the name the request gives.
+        (["unemployement_industry.csv"], "pd.read_csv('unemployement_industry.csv')"),
+        (["other.csv", "unemployement_industry.csv"], "pd.read_csv('unemployement_industry.csv')"),
+        (["unemployement_industry.csv", "unemployment_industry2.csv"], None),  # two: which?
+        (["sales.csv"], None),  # another file: the model's to find
+        ([], None),  # the request names none
+    ],
+)
+def test_a_slip_in_the_name_of_the_file_the_request_names(
+    named: list[str], fixed: str | None
+) -> None:
+    code = "pd.read_csv('unemployment_industry.csv')"
+    own = own_fix(code, "FileNotFoundError", MISSING, {}, named=named)
+    assert (own.code if own else None) == fixed
+    if own is not None:
+        assert own.said == (
+            "wrote 'unemployment_industry.csv' as 'unemployement_industry.csv', "
+            "as the request names it"
+        )
+        assert own.respelled == {}  # a file's name: the model's later fixes are not held to it
+
+
+def test_a_file_in_a_folder_keeps_its_folder() -> None:
+    code = 'df = pd.read_csv("data/iris_data.csv")'
+    evalue = "[Errno 2] No such file or directory: 'data/iris_data.csv'"
+    own = named_file(code, evalue, ["data/iris-data.csv"])
+    assert own is not None
+    assert own.code == 'df = pd.read_csv("data/iris-data.csv")'
 
 
 @pytest.mark.parametrize(

@@ -562,7 +562,10 @@ class AgentRun(Retrying):
             lines = []
         lines, pairs = spellings(lines)
         lines, positional = positionals(lines)
-        own = own_fix(code, ename, evalue, pairs, positional) if self.settings.own_fixes else None
+        own = None
+        if self.settings.own_fixes:
+            named = named_files(self.request.prompt, self.files.listed)
+            own = own_fix(code, ename, evalue, pairs, positional, named)
         facts, advice = split_advice(lines)
         if ename == "SyntaxError" and answer_as_code(code):
             advice.append(ADVICE["answer_as_code"])

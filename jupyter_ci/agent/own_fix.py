@@ -14,6 +14,9 @@ Only where the kernel's facts leave one fix and it cannot change what the cell m
   (``monthly[0]`` on months): pandas 3 looks it up as a label, pandas before took it as a
   position, as the code means; each such ``name[i]`` the cell reads is written ``name.iloc[i]``
   (the kernel names the Series, ``positional:`` lines);
+- a ``FileNotFoundError`` on a path close to the one data file the request names (the model
+  "corrected" the user's ``unemployement_industry.csv``): the path is written as the request
+  names it;
 - a ``NameError`` on one of the usual names of the data libraries (``pd``, ``np``, ``plt``,
   ``sns``, ``stats``): the import that defines it is put first.
 
@@ -25,6 +28,7 @@ although the fix prompt listed the column with its spaces.
 from __future__ import annotations
 
 import ast
+import difflib
 import json
 import re
 from dataclasses import dataclass, field
@@ -109,10 +113,12 @@ def _one_name(written: str, spelled: str) -> bool:
     return written.strip() == spelled.strip() or name_key(written) == name_key(spelled) != ""
 
 
-def respelled(code: str, pairs: dict[str, str]) -> OwnFix | None:
+def respelled(
+    code: str, pairs: dict[str, str], how: str = "as the frame spells it"
+) -> OwnFix | None:
     """``code`` with each string literal whose value is a key of ``pairs`` written as its value
     (the literal's quotes kept where they can hold it), also inside an f-string's fields; None
-    when none is."""
+    when none is. ``how``: whose spelling, said after the change."""
     edits = [literal for literal in _literals(code) if literal.value in pairs]
     if not edits:
         return None
@@ -124,7 +130,7 @@ def respelled(code: str, pairs: dict[str, str]) -> OwnFix | None:
         lines[literal.line] = (line[: literal.start] + new + line[literal.end :]).decode()
     made = {literal.value: pairs[literal.value] for literal in edits}
     names = ", ".join(f"{name!r} as {spelled!r}" for name, spelled in made.items())
-    return OwnFix("".join(lines), f"wrote {names}, as the frame spells it", made)
+    return OwnFix("".join(lines), f"wrote {names}, {how}", made)
 
 
 class _Written(NamedTuple):
@@ -232,6 +238,32 @@ def _integer(node: ast.expr) -> int | None:
     return None
 
 
+#: How close a missing file's path must be to the one data file the request names, as
+#: :class:`difflib.SequenceMatcher` measures (``'unemployment_industry.csv'`` for
+#: ``'unemployement_industry.csv'`` is 0.98).
+NAMED_FILE_CLOSE = 0.8
+
+
+def named_file(code: str, evalue: str, named: list[str]) -> OwnFix | None:
+    """``code`` with the path a ``FileNotFoundError`` (``evalue``) names written as the one data
+    file the request names (``named``: existing, relative to the kernel's folder) whose path is
+    close to it: the model's slip in a name the user gave. None when no one is, or two are."""
+    match = re.search(r"No such file or directory: '(.+)'\s*$", evalue)
+    if match is None:
+        return None
+    missing = match.group(1)
+    close = [
+        path
+        for path in named
+        if path != missing
+        and difflib.SequenceMatcher(None, missing, path).ratio() >= NAMED_FILE_CLOSE
+    ]
+    if len(close) != 1:
+        return None
+    fixed = respelled(code, {missing: close[0]}, "as the request names it")
+    return OwnFix(fixed.code, fixed.said) if fixed is not None else None  # held to no spelling
+
+
 def with_import(code: str, evalue: str) -> OwnFix | None:
     """``code`` with the import of the usual name a ``NameError`` (``evalue``) says is not
     defined put first; None when it is no such name."""
@@ -262,14 +294,17 @@ def own_fix(
     evalue: str,
     pairs: dict[str, str],
     positional: set[str] | None = None,
+    named: list[str] | None = None,
 ) -> OwnFix | None:
     """jupyter-ci's fix of ``code`` that failed with ``ename: evalue`` (``pairs``: the
     respellings the kernel named; ``positional``: the Series it named whose index holds
-    labels); None when it has none."""
+    labels; ``named``: the data files the request names); None when it has none."""
     if ename == "KeyError" and pairs:
         return respelled(code, pairs)
     if ename == "KeyError" and positional:
         return by_position(code, positional)
+    if ename == "FileNotFoundError" and named:
+        return named_file(code, evalue, named)
     if ename == "NameError":
         return with_import(code, evalue)
     return None
@@ -277,4 +312,4 @@ def own_fix(
 
 def fixes_itself(ename: object) -> bool:
     """Whether :func:`own_fix` may have a fix for an error of this name."""
-    return ename in ("KeyError", "NameError")
+    return ename in ("KeyError", "NameError", "FileNotFoundError")
