@@ -291,8 +291,8 @@ OPTIONS: tuple[Option, ...] = (
         "an integer looked up in a Series whose index holds labels, read as a position "
         "(s.iloc[0] for s[0], as before pandas 3) (a KeyError); a path close to the one data "
         "file the request names, written as the request names it (a FileNotFoundError); or a "
-        "missing import of pd, np, plt, sns or stats (a NameError). The fix uses no attempt (the attempts count the model's tries) "
-        "and is said in a notice.",
+        "missing import of pd, np, plt, sns or stats (a NameError). The fix uses no attempt "
+        "(the attempts count the model's tries) and is said in a notice.",
         after_failure=True,
     ),
     Option(
