@@ -31,7 +31,7 @@ import ast
 import difflib
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 #: How the kernel's context names a respelling: ``spelled: ["as written", "as the column is"]``.
@@ -208,9 +208,8 @@ def by_position(code: str, names: set[str]) -> OwnFix | None:
             and isinstance(node.ctx, ast.Load)
             and isinstance(node.value, ast.Name)
             and node.value.id in names
-            and node.value.end_lineno == node.value.lineno
             and node.value.end_col_offset is not None
-            and _integer(node.slice) is not None
+            and (position := _integer(node.slice)) is not None
         ):
             continue
         name, line, end = node.value.id, node.value.lineno - 1, node.value.end_col_offset
@@ -218,7 +217,7 @@ def by_position(code: str, names: set[str]) -> OwnFix | None:
         if written[node.value.col_offset : end] != name.encode():
             continue  # a place Python before 3.12 gives inside an f-string, not the name's
         ends.add((line, end))
-        made[f"{name}[{_integer(node.slice)}]"] = f"{name}.iloc[{_integer(node.slice)}]"
+        made[f"{name}[{position}]"] = f"{name}.iloc[{position}]"
     if not ends:
         return None
     for line, end in sorted(ends, reverse=True):
@@ -261,7 +260,7 @@ def named_file(code: str, evalue: str, named: list[str]) -> OwnFix | None:
     if len(close) != 1:
         return None
     fixed = respelled(code, {missing: close[0]}, "as the request names it")
-    return OwnFix(fixed.code, fixed.said) if fixed is not None else None  # held to no spelling
+    return replace(fixed, respelled={}) if fixed is not None else None  # held to no spelling
 
 
 def with_import(code: str, evalue: str) -> OwnFix | None:

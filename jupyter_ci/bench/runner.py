@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..agent.digest import ERROR_LABEL
+from ..agent.digest import error_line
 from ..agent.inspect_first import INSPECT_HEADER
 from ..agent.loop import EARLIER_TRY_NOTICE, NO_FIX_NOTICE, ONCE_MORE, SAME_CODE_NOTICE
 from ..agent.retries import LOOK_AGAIN_NOTICE
@@ -320,13 +320,13 @@ async def run_task(task: Task, settings: Settings, out_dir: Path) -> dict[str, A
                 inspecting.add(str(event["cell_id"]))
         elif kind == "execution_finished":
             cell_id = str(event["cell_id"])
-            digest = str(event.get("digest") or "")
+            failed = event["status"] == "error"
             tries.append(
                 {
                     "cell": cell_id,
                     "code": sources.get(cell_id, ""),
                     "status": event["status"],
-                    "error": _error_line(digest) if event["status"] == "error" else "",
+                    "error": error_line(str(event.get("digest") or ""))[:200] if failed else "",
                 }
             )
             # The first execution's outputs: what a one-shot run (one cell, one try) would have.
@@ -516,12 +516,3 @@ async def run_bench(
         await asyncio.gather(*workers, return_exceptions=True)
         raise
     return [done[task.key] for task in tasks if task.key in done]
-
-
-def _error_line(digest: str) -> str:
-    """The ``ename: evalue`` line of a failed try's digest ('' when it has none)."""
-    lines = digest.splitlines()
-    for number, line in enumerate(lines[:-1]):
-        if line.strip() == ERROR_LABEL:
-            return lines[number + 1].strip()[:200]
-    return ""
