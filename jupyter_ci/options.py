@@ -276,9 +276,10 @@ OPTIONS: tuple[Option, ...] = (
         True,
         "Treat a result that looks wrong although nothing raised (NaN, inf, an empty data "
         "frame, an error printed by an except clause, a change pandas says did nothing, an "
-        "answer the request's format cannot hold) as a failure: the model is told what looks "
-        "wrong and may fix the cell, within max_attempts; a final answer that looks wrong (or "
-        "none in the request's format) gets one more look.",
+        "answer the request's format cannot hold or that leaves items out as '...') as a "
+        "failure: the model is told what looks wrong and may fix the cell, within "
+        "max_attempts; a final answer that looks wrong (or none in the request's format) gets "
+        "one more look.",
         after_failure=True,
     ),
     Option(

@@ -590,6 +590,23 @@ async def test_a_change_pandas_says_did_nothing_is_looked_at(
 
 
 @pytest.mark.asyncio
+async def test_an_answer_that_leaves_items_out_is_looked_at(iris: KernelWorkspace) -> None:
+    # NumPy prints a long array with "...": the answer line holds a part of the value.
+    cut = "import numpy as np\nv = np.arange(2000)\nprint(f'@v[{v}]')"
+    whole = cut.replace("{v}", "{v.tolist()[-3:]}")
+    script = [Reply.code(cut), Reply.code(whole, match="leaves items out")]
+    script.append(Reply.text("@v[[1997, 1998, 1999]]"))
+    with ScriptedModelServer(script) as server:
+        outcome = await run_loop(iris, server, "the last values @v[list]", check_results=True)
+        asked = [last_user(r) for r in server.chat_requests]
+    assert outcome.state is RunState.DONE, outcome.error
+    assert "leaves items out" in asked[1] and "`@v[[ 0 1 2 ... 1997 1998 1999]`" in asked[1]
+    # Items left out are never the answer meant: keeping it is not offered.
+    assert "right as it is" not in asked[1]
+    assert outcome.attempts == 2
+
+
+@pytest.mark.asyncio
 async def test_results_that_look_wrong_pass_unnoticed_when_off(iris: KernelWorkspace) -> None:
     script = [Reply.code(NAN), Reply.text("@mean[nan]")]
     with ScriptedModelServer(script) as server:

@@ -75,6 +75,14 @@ def kinds(outputs: list[dict[str, Any]], request: str = "") -> list[tuple[str, s
         ([out("@m[{df['fare'].mean():.2f}]\n")], [("answer", "@m[{df['fare']")]),
         ([out("@m[{x!r}]\n")], [("answer", "@m[{x!r}]")]),
         ([out("@m[{mean}]\n")], [("answer", "@m[{mean}]")]),
+        # An answer that leaves items out, as pandas, NumPy or the placeholder write it.
+        (
+            [out("@months[{1: 7.3, 2: 6.9, ..., 12: 8.1}]\n")],
+            [("cut", "@months[{1: 7.3, 2: 6.9, ..., 12: 8.1}]")],
+        ),
+        ([out("@v[[0.1 0.2 ... 0.9]]\n")], [("cut", "@v[[0.1 0.2 ... 0.9]")]),
+        ([out("@names[Ann, …, Zoe]\n")], [("cut", "@names[Ann, …, Zoe]")]),
+        ([out("@names[...]\n")], [("cut", "@names[...]")]),
     ],
 )
 def test_suspicious_results(outputs: list[dict[str, Any]], expected: list[tuple[str, str]]) -> None:
@@ -98,6 +106,9 @@ def test_suspicious_results(outputs: list[dict[str, Any]], expected: list[tuple[
         # A category named "none", and a dict, are values like any other.
         [out("@outliers[none]\n")],
         [out("@counts[{'a': 1, 'b': 2}]\n")],
+        # Dots inside a word or a number are not items left out.
+        [out("@status[loading...]\n")],
+        [out("@ratio[0.333...]\n")],
         [out("infinite loop avoided; nancy: 3\n")],
         [out("(no output)")],
     ],
@@ -159,6 +170,7 @@ def test_which_results_may_be_right_as_they_are() -> None:
     assert may_be_right([Concern("nan", "nan")])
     assert may_be_right([Concern("format", "@x 1"), Concern("empty", "Empty DataFrame")])
     assert not may_be_right([Concern("noop", "df['a'].fillna(0, inplace=True)")])
+    assert not may_be_right([Concern("cut", "@m[1, ..., 9]")])
     assert not may_be_right([Concern("format", "@x 1"), Concern("answer", "@mean[nan]")])
 
 

@@ -24,6 +24,9 @@ cell *reports*, never about data it merely shows (a table full of NaN is data, n
   ``None`` (not the word ``none``, a category like any other), holds an f-string's field that
   was not filled in (``{mean:.2f}``; a dict's ``{'a': 1}`` is a value), or is the placeholder the
   request's own format line gives for that name (``@mean[value]`` printed as is);
+- ``cut``: an answer line whose value leaves items out, an ellipsis among its items
+  (``@months[Jan, Feb, ..., Dec]``, as pandas and NumPy print a long series or array, or as
+  the request's own placeholder writes it): the answer is the whole value;
 - ``format``: when the request gives an answer format (``@name[...]``), an answer written
   another way: an ``@`` name the format does not have (``@Switzerland[Switzerland]``), or one
   of its names without its ``[value]`` (``@mean 33.7``);
@@ -64,13 +67,15 @@ KINDS: dict[str, str] = {
     "noop": "a change did nothing: pandas warns that an in-place method on a column never "
     "changes the frame (assign the result instead: df[col] = df[col].method(...))",
     "answer": "an answer's value cannot be right as written",
+    "cut": "an answer's value leaves items out, as a long series or array prints (print "
+    "every item, e.g. with .tolist() or .to_dict())",
     "format": "an answer is not written in the request's format (@name[value], with its names)",
     "unrun": "no code ran: the answer was not computed from the data file the request names",
     "unanswered": "no answer was printed or given in the request's format, @name[value]",
 }
 
 #: The kinds of concern whose result is wrong as it is written, whatever the data.
-WRONG_AS_WRITTEN = frozenset({"noop", "answer", "format", "unrun", "unanswered"})
+WRONG_AS_WRITTEN = frozenset({"noop", "answer", "cut", "format", "unrun", "unanswered"})
 
 _NAN = r"(?:nan|<NA>|NaT|(?:np\.|numpy\.)?float(?:64|32)?\(nan\))"
 _INF = r"(?:[-+]?inf(?:inity)?|(?:np\.|numpy\.)?float(?:64|32)?\([-+]?inf\))"
@@ -100,6 +105,9 @@ _BAD_VALUE = re.compile(rf"^(?:(?i:{_NAN}|{_INF})|None|null)$")
 #: An f-string's field left as written (``{name``, ``{df['x'].mean():.2f}``): a brace and a name;
 #: a dict's or a set's repr has a quote, a digit or a brace after its brace.
 _UNFILLED = re.compile(r"\{[A-Za-z_]")
+#: An ellipsis standing for items left out: alone between separators (``1, ..., 9``,
+#: ``[0.1 ... 0.9]``), not inside a word or a number.
+_CUT = re.compile(r"(?:^|(?<=[\s,\[{(]))(?:\.\.\.|…)(?=$|[\s,\]})])")
 
 
 @dataclass(frozen=True)
@@ -139,6 +147,8 @@ def answer_concerns(text: str, request: str = "") -> list[Concern]:
         )
         if bad:
             found.append(Concern("answer", _cut(match.group(0))))
+        elif _CUT.search(value) is not None:
+            found.append(Concern("cut", _cut(match.group(0))))
     if given:
         for match in _AT_NAME.finditer(text):
             name, bracket = match.group(1), match.group(2)
