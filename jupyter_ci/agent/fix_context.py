@@ -16,7 +16,10 @@ what fits the error (:data:`FIX_CONTEXT_SOURCE`):
 - ``FileNotFoundError``: the files in the folder the path names (else the working folder), and
   those closest to the missing one;
 - a dtype error (``TypeError``/``ValueError`` about types or conversions): the dtypes of the
-  frames the code names;
+  frames the code names; for a conversion to a number that failed on a text (``invalid literal
+  for int()``, ``could not convert string to float``, pandas' ``Unable to parse string``), the
+  columns of those frames that hold that text, with how their values that are no number are
+  written (shapes: ``'298[110-510]'`` is ``0[0-0]``, never the values themselves);
 - a ``ValueError`` about missing values (scikit-learn's "Input X contains NaN"): the columns of
   those frames that have any.
 
@@ -154,6 +157,57 @@ def labelled(ns, code):
     return found[:5]
 
 
+def unconverted(evalue):
+    # The text a conversion to a number failed on, as Python's and pandas' errors quote it.
+    match = re.search(
+        r"(?:invalid literal for \w+\(\) with base \d+|could not convert string to float)"
+        r": (['\"])(.*)\1$|Unable to parse string \"(.*)\" at position",
+        (evalue or "").strip(),
+    )
+    if match is None:
+        return None
+    return match.group(2) if match.group(2) is not None else match.group(3)
+
+
+def is_number(text):
+    try:
+        float(text)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def shape(text):
+    # How a value is written, without its digits or letters: '298[110-510]' is '0[0-0]'.
+    return re.sub(r"[^\W\d_]+", "a", re.sub(r"[0-9]+", "0", text))[:40]
+
+
+def text_numbers(ns, code, value):
+    # The columns of the frames the code names that hold the text a conversion failed on,
+    # with how their values that are no number are written (shapes, never the values).
+    found = []
+    for name, frame in frames(ns, code):
+        for column in frame.columns:
+            series = frame[column]
+            text_kinds = ("object", "str", "string")
+            if getattr(series, "ndim", 1) != 1 or str(series.dtype) not in text_kinds:
+                continue
+            try:
+                texts = series.dropna().astype(str)
+                if not (texts == value).any() and not (texts.str.strip() == value.strip()).any():
+                    continue
+                distinct = texts.drop_duplicates().head(5000)
+                odd = [text for text in distinct if not is_number(text)]
+            except Exception:
+                continue
+            shapes = {}
+            for text in odd:
+                shapes[shape(text)] = shapes.get(shape(text), 0) + 1
+            common = sorted(shapes, key=lambda k: -shapes[k])[:3]
+            found.append((name, column, series.dtype, len(odd), len(distinct), common))
+    return found[:3]
+
+
 def mappings(ns, code):
     found = []
     for name in named_in(code):
@@ -257,6 +311,18 @@ def context(ns, ename, evalue, code):
             if gaps:
                 lines.append(f"{name}'s columns with missing values: {quoted(gaps)}")
                 lines.append("advice: missing_values")
+    elif ename == "ValueError" and unconverted(evalue) is not None:
+        value = unconverted(evalue)
+        for name, column, dtype, odd, distinct, shapes in text_numbers(ns, code, value):
+            lines.append(
+                f"{name}[{str(column)!r}] holds the text the error could not convert ({dtype}): "
+                f"{odd} of its {distinct} distinct values are not numbers as written, shaped "
+                f"like {quoted(shapes)} (0 for digits, a for letters)"
+            )
+            lines.append("advice: numbers_in_text")
+        for name, frame in frames(ns, code):
+            types = [f"{column}: {dtype}" for column, dtype in frame.dtypes.items()]
+            lines.append(f"{name}'s dtypes: " + ", ".join(types[:MAX_NAMES])[:MAX_LINE])
     elif ename in ("TypeError", "ValueError") and re.search(
         r"dtype|convert|unsupported operand|not supported between|must be real number|"
         r"could not|invalid literal|Can only use .str",
@@ -293,6 +359,14 @@ ADVICE = {
     ),
     "missing_values": (
         "Drop or fill the rows with missing values in the columns the cell uses before computing."
+    ),
+    "numbers_in_text": (
+        "A column named above holds numbers written as text: read how its values are written "
+        "(the shapes above) and take the number out of the text, e.g. "
+        "df[col].str.extract(r'(\\d+)')[0].astype(float) for a number followed by more text, or "
+        "df[col].str.replace(',', '') for thousands separators. pd.to_numeric(df[col], "
+        "errors='coerce') turns every such value into NaN: right only for values that hold no "
+        "number ('-', 'n/a'). A column with the number alone may be there too."
     ),
     "answer_as_code": (
         "An answer line such as @name[value] is text the cell prints, not Python code: build "
