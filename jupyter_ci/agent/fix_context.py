@@ -193,10 +193,9 @@ def text_numbers(ns, code, value):
             if getattr(series, "ndim", 1) != 1 or str(series.dtype) not in text_kinds:
                 continue
             try:
-                texts = series.dropna().astype(str)
-                if not (texts == value).any() and not (texts.str.strip() == value.strip()).any():
+                if not series.isin([value, value.strip()]).any():
                     continue
-                distinct = texts.drop_duplicates().head(5000)
+                distinct = [str(text) for text in series.dropna().unique()[:5000]]
                 odd = [text for text in distinct if not is_number(text)]
             except Exception:
                 continue
