@@ -181,7 +181,8 @@ def test_a_conversion_that_failed_on_text_names_its_column_and_how_values_are_wr
     assert facts[1].startswith("df's dtypes: Country: ")
     assert advice == [ADVICE["numbers_in_text"]]
     # How values are written, never the values themselves (nor the country names).
-    assert "110" not in facts[0] and "Country" not in facts[0]
+    assert "110" not in facts[0]
+    assert "Country" not in facts[0]
 
 
 def test_a_conversion_error_on_text_no_frame_holds_gets_the_dtypes_only(
@@ -189,7 +190,8 @@ def test_a_conversion_error_on_text_no_frame_holds_gets_the_dtypes_only(
 ) -> None:
     evalue = "could not convert string to float: 'n/a'"
     lines = fix_context_here(namespace, "ValueError", evalue, "df['price'].astype(float)")
-    assert len(lines) == 1 and lines[0].startswith("df's dtypes: ")
+    assert len(lines) == 1
+    assert lines[0].startswith("df's dtypes: ")
     # A value with spaces around it is found as written in the frame.
     evalue = "could not convert string to float: ' 1,5 '"
     facts, advice = split_advice(
@@ -197,6 +199,12 @@ def test_a_conversion_error_on_text_no_frame_holds_gets_the_dtypes_only(
     )
     assert facts[0].endswith("shaped like '0,0' (0 for digits, a for letters)")
     assert advice == [ADVICE["numbers_in_text"]]
+    # Of many columns that hold the text, those the code writes come first (three at most).
+    wide = pd.DataFrame({f"c{i}": ["1", "-"] for i in range(6)})
+    evalue = "could not convert string to float: '-'"
+    lines = fix_context_here({"t": wide}, "ValueError", evalue, "t['c5'].astype(float)")
+    held = [line.split(" holds")[0] for line in lines if " holds the text " in line]
+    assert held == ["t['c5']", "t['c0']", "t['c1']"]
 
 
 @pytest.mark.parametrize(

@@ -184,7 +184,8 @@ def shape(text):
 
 def text_numbers(ns, code, value):
     # The columns of the frames the code names that hold the text a conversion failed on,
-    # with how their values that are no number are written (shapes, never the values).
+    # with how their values that are no number are written (shapes, never the values); those
+    # the code writes come first.
     found = []
     for name, frame in frames(ns, code):
         for column in frame.columns:
@@ -204,7 +205,8 @@ def text_numbers(ns, code, value):
                 shapes[shape(text)] = shapes.get(shape(text), 0) + 1
             common = sorted(shapes, key=lambda k: -shapes[k])[:3]
             found.append((name, column, series.dtype, len(odd), len(distinct), common))
-    return found[:3]
+    named = set(literals(code))  # the columns the code writes first: those it converts
+    return sorted(found, key=lambda item: str(item[1]) not in named)[:3]
 
 
 def mappings(ns, code):
