@@ -176,7 +176,7 @@ def test_a_conversion_that_failed_on_text_names_its_column_and_how_values_are_wr
     )
     assert facts[0].endswith(
         ": 2 of its 4 distinct values are not numbers as written, shaped like '0[0-0]' "
-        "(0 for digits, a for letters)"
+        "(0 for digits, a for letters); of those, 2 start with a number and 0 hold no digit"
     )
     assert facts[1].startswith("df's dtypes: Country: ")
     assert advice == [ADVICE["numbers_in_text"]]
@@ -197,7 +197,10 @@ def test_a_conversion_error_on_text_no_frame_holds_gets_the_dtypes_only(
     facts, advice = split_advice(
         fix_context_here(namespace, "ValueError", evalue, "df['price'].astype(float)")
     )
-    assert facts[0].endswith("shaped like '0,0' (0 for digits, a for letters)")
+    assert facts[0].endswith(
+        "shaped like '0,0' (0 for digits, a for letters); of those, 1 start with a number and "
+        "0 hold no digit"
+    )
     assert advice == [ADVICE["numbers_in_text"]]
     # Of many columns that hold the text, those the code writes come first (three at most).
     wide = pd.DataFrame({f"c{i}": ["1", "-"] for i in range(6)})
@@ -205,6 +208,7 @@ def test_a_conversion_error_on_text_no_frame_holds_gets_the_dtypes_only(
     lines = fix_context_here({"t": wide}, "ValueError", evalue, "t['c5'].astype(float)")
     held = [line.split(" holds")[0] for line in lines if " holds the text " in line]
     assert held == ["t['c5']", "t['c0']", "t['c1']"]
+    assert lines[0].endswith("of those, 0 start with a number and 1 hold no digit")
 
 
 @pytest.mark.parametrize(

@@ -204,7 +204,10 @@ def text_numbers(ns, code, value):
             for text in odd:
                 shapes[shape(text)] = shapes.get(shape(text), 0) + 1
             common = sorted(shapes, key=lambda k: -shapes[k])[:3]
-            found.append((name, column, series.dtype, len(odd), len(distinct), common))
+            leading = sum(1 for text in odd if re.match(r"\s*[-+]?[0-9]", text))
+            digitless = sum(1 for text in odd if not re.search(r"[0-9]", text))
+            counts = (len(odd), len(distinct), leading, digitless)
+            found.append((name, column, series.dtype, counts, common))
     named = set(literals(code))  # the columns the code writes first: those it converts
     return sorted(found, key=lambda item: str(item[1]) not in named)[:3]
 
@@ -314,11 +317,13 @@ def context(ns, ename, evalue, code):
                 lines.append("advice: missing_values")
     elif ename == "ValueError" and unconverted(evalue) is not None:
         value = unconverted(evalue)
-        for name, column, dtype, odd, distinct, shapes in text_numbers(ns, code, value):
+        for name, column, dtype, counts, shapes in text_numbers(ns, code, value):
+            odd, distinct, leading, digitless = counts
             lines.append(
                 f"{name}[{str(column)!r}] holds the text the error could not convert ({dtype}): "
                 f"{odd} of its {distinct} distinct values are not numbers as written, shaped "
-                f"like {quoted(shapes)} (0 for digits, a for letters)"
+                f"like {quoted(shapes)} (0 for digits, a for letters); of those, {leading} "
+                f"start with a number and {digitless} hold no digit"
             )
             lines.append("advice: numbers_in_text")
         for name, frame in frames(ns, code):
@@ -362,12 +367,13 @@ ADVICE = {
         "Drop or fill the rows with missing values in the columns the cell uses before computing."
     ),
     "numbers_in_text": (
-        "A column named above holds numbers written as text: read how its values are written "
-        "(the shapes above) and take the number out of the text, e.g. "
-        "df[col].str.extract(r'(\\d+)')[0].astype(float) for a number followed by more text, or "
-        "df[col].str.replace(',', '') for thousands separators. pd.to_numeric(df[col], "
-        "errors='coerce') turns every such value into NaN: right only for values that hold no "
-        "number ('-', 'n/a'). A column with the number alone may be there too."
+        "A column named above holds text where numbers are expected: replace the conversion "
+        "that failed (no astype(int) or astype(float) on that text, before or after). Values "
+        "that start with a number followed by more text: take that number, "
+        "df[col] = df[col].str.extract(r'^\\s*([-+]?\\d+(?:\\.\\d+)?)')[0].astype(float) (after "
+        ".str.replace(',', '') where thousands are separated by commas). Values that hold no "
+        "digit ('-', 'n/a') are missing: df[col] = pd.to_numeric(df[col], errors='coerce'). "
+        "Then drop the rows left without a number in the columns the cell uses."
     ),
     "answer_as_code": (
         "An answer line such as @name[value] is text the cell prints, not Python code: build "
