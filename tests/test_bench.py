@@ -386,8 +386,10 @@ def test_bench_end_to_end_with_the_scripted_model(tmp_path: Path) -> None:
         Reply.text("The mean fare is @mean_fare[34.65].", match=r"@mean_fare\[34\.65\]"),
         Reply.code("print(undefined_name)", match=r"Question: How many passengers"),
         # The first fix repeats the code that failed: not run, and counted in the record; it is
-        # asked once more without an attempt, and repeats it again.
-        Reply.code("print(undefined_name)", match=r"NameError", times=2),
+        # asked once more without an attempt, and keeps the line that failed (not run either,
+        # and counted apart).
+        Reply.code("print(undefined_name)", match=r"NameError"),
+        Reply.code("print(undefined_name)\nprint(1)", match=r"NameError"),
         # The second replies without code: not run either, and counted apart.
         Reply.text("Check that the name is defined.", match=r"Take a different approach"),
         Reply.code(COUNT_CODE, match=r"Your reply had no code"),
@@ -437,7 +439,8 @@ def test_bench_end_to_end_with_the_scripted_model(tmp_path: Path) -> None:
     assert count["correct"] is False
     assert count["category"] == "wrong_answer"
     assert count["answers"] == {"count": "4"}
-    # The attempts used: the fix that repeated the code and the one without code used 2 and 3.
+    # The attempts used: the fix that kept the line that failed and the one without code used
+    # 2 and 3.
     assert (count["attempts"], count["cells"]) == (4, 1)
     # Each try's code, so that what the retries did can be read afterwards.
     assert [(t["code"], t["status"], t["error"]) for t in count["tries"]] == [
@@ -445,7 +448,8 @@ def test_bench_end_to_end_with_the_scripted_model(tmp_path: Path) -> None:
         (COUNT_CODE, "ok", ""),
     ]
     assert count["tries"][0]["cell"] == count["tries"][1]["cell"]
-    assert (mean["repeated_fixes"], count["repeated_fixes"]) == (0, 2)
+    assert (mean["repeated_fixes"], count["repeated_fixes"]) == (0, 1)
+    assert (mean["kept_failed_line"], count["kept_failed_line"]) == (0, 1)
     assert (mean["fixes_without_code"], count["fixes_without_code"]) == (0, 1)
     assert (mean["asked_once_more"], count["asked_once_more"]) == (0, 1)
     assert (mean["own_fixes"], count["own_fixes"]) == (0, 0)  # undefined_name: the model's
@@ -467,12 +471,13 @@ def test_bench_end_to_end_with_the_scripted_model(tmp_path: Path) -> None:
     summary = json.loads((out / "summary.json").read_text())
     assert (summary["n"], summary["correct"], summary["accuracy"]) == (2, 1, 0.5)
     assert summary["attempts_mean"] == 2.5  # (1 + 4) / 2
-    assert (summary["repeated_fixes"], summary["fixes_without_code"]) == (2, 1)
+    assert (summary["repeated_fixes"], summary["fixes_without_code"]) == (1, 1)
+    assert summary["kept_failed_line"] == 1
     assert summary["asked_once_more"] == 1
     assert (
-        "fixes that repeated the failed code (not run): 2 (an earlier try's: 0), without code: 1"
-        " (asked once more, without an attempt: 1); fixes jupyter-ci wrote itself: 0;"
-        in result.stdout
+        "fixes that repeated the failed code (not run): 1 (an earlier try's: 0), without code: 1,"
+        " that kept the line that failed (not run): 1 (asked once more, without an attempt: 1);"
+        " fixes jupyter-ci wrote itself: 0;" in result.stdout
     )
     assert summary["first_attempt_correct"] == 1
     assert summary["failures"]["wrong_answer"] == 1

@@ -23,6 +23,7 @@ from jupyter_ci.agent.digest import (
     strip_ansi,
     wrap_untrusted,
 )
+from jupyter_ci.agent.tracebacks import cell_line
 
 RED = "\x1b[0;31m"
 GREEN = "\x1b[0;32m"
@@ -734,3 +735,25 @@ def test_what_a_digest_says_went_wrong_in_one_line() -> None:
     # No error: the last line (a timeout's words, say); nothing at all: ''.
     assert error_line("[stdout]\nstill running\nThe cell timed out.") == "The cell timed out."
     assert error_line("  ") == ""
+
+
+def test_the_cell_line_that_raised() -> None:
+    frames = [
+        "ValueError                 Traceback (most recent call last)",
+        "Cell In[4], line 7\n      5 x = 1\n----> 7 f(x)\n",
+        "Cell In[2], line 3, in f(x)\n----> 3 return int('a')\n",
+        "ValueError: invalid literal",
+    ]
+    # The outermost cell frame: the cell that ran, not the function an earlier cell defined.
+    assert cell_line(frames) == 7
+    # After "During handling of ...", the exception that ended the cell.
+    chained = [
+        "KeyError  Traceback (most recent call last)",
+        "Cell In[4], line 2\n----> 2 d['a']\n",
+        "KeyError: 'a'",
+        "\nDuring handling of the above exception, another exception occurred:\n",
+        "Cell In[4], line 4\n----> 4 raise ValueError('no a')\n",
+        "ValueError: no a",
+    ]
+    assert cell_line(chained) == 4
+    assert cell_line(["Traceback (most recent call last)", 'File "x.py", line 3', "E: x"]) is None

@@ -13,6 +13,7 @@ from jupyter_ci.agent.fix_context import (
     answer_as_code,
     fix_context_expression,
     fix_context_here,
+    keeps_failed_line,
     parse_fix_context,
     same_code,
     split_advice,
@@ -321,3 +322,36 @@ def test_cells_with_magics_are_compared_line_by_line() -> None:
     magic = "%matplotlib inline\nx = 1"
     assert same_code(magic, "%matplotlib inline\n\nx = 1  ")
     assert not same_code(magic, "%matplotlib inline\n# one\nx = 1")
+
+
+RAISED = (
+    "import pandas as pd\n"
+    "df = pd.DataFrame({'n': ['1[0-2]']})\n"
+    "df['n'] = (\n"
+    "    df['n'].astype(int)\n"
+    ")\n"
+    "print(df['n'].mean())\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("fixed", "kept"),
+    [
+        # The right code added after the statement that raised, which is kept: it fails there.
+        (RAISED.replace("print(", "df['n'] = df['n'].str.extract(r'(\\d+)')[0]\nprint("), True),
+        (RAISED + "# done\n", True),
+        # The statement that raised changed, also on a line after the one the arrow marks.
+        (RAISED.replace("astype(int)", "str[0].astype(int)"), False),
+        (RAISED.replace("\n)\n", "\n).fillna(0)\n"), False),
+        # A line added before it: the kernel may be in another state when it runs.
+        ("df = df.dropna()\n" + RAISED, False),
+        # Not Python (a magic): not compared.
+        ("%time " + RAISED, False),
+        # Shorter than the statement that raised.
+        ("import pandas as pd\n", False),
+    ],
+)
+def test_a_fix_that_keeps_the_statement_that_raised(fixed: str, kept: bool) -> None:
+    # Line 4 raised (inside the statement of lines 3-5).
+    assert keeps_failed_line(fixed, RAISED, 4) is kept
+    assert keeps_failed_line(fixed, RAISED, None) is False

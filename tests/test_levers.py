@@ -19,6 +19,7 @@ from jupyter_ci.agent.extract import fenced
 from jupyter_ci.agent.inspect_first import INSPECT_HEADER, frame_name, named_files
 from jupyter_ci.agent.loop import (
     EARLIER_TRY_NOTICE,
+    KEPT_LINE_NOTICE,
     KEPT_NOTICE,
     KEPT_WRONG_NOTICE,
     NO_FIX_NOTICE,
@@ -270,6 +271,46 @@ async def test_a_fix_that_repeats_an_earlier_try_is_not_run(
         assert "Try 3: the code of try 1 again, unchanged (not run" in fifth
     else:
         assert fifth.startswith("Your corrected code is the code of try 1, which did not work,")
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("fresh_fixes", [True, False])
+async def test_a_fix_that_keeps_the_line_that_failed_is_not_run(
+    iris: KernelWorkspace, fresh_fixes: bool
+) -> None:
+    # The dev set's 55: the fix adds the right code after the line that raised and keeps that
+    # line; run, it would fail there again. Not run (the free ask, then an attempt).
+    failed = "size = iris['petal_len']\nprint(size.mean())"
+    kept = "size = iris['petal_len']\nsize = iris['petal_length']\nprint(size.mean())"
+    fixed = "size = iris['petal_length']\nprint(size.mean())"
+    script = [Reply.code(failed), *[Reply.code(kept)] * 2, Reply.code(fixed), Reply.text("3.7")]
+    recorder = Recorder()
+    with ScriptedModelServer(script) as server:
+        outcome = await run_loop(
+            iris,
+            server,
+            "mean petal length",
+            fresh_fixes=fresh_fixes,
+            own_fixes=False,
+            recorder=recorder,
+        )
+        fourth = last_user(server.chat_requests[3])
+    assert outcome.state is RunState.DONE, outcome.error
+    assert [e["status"] for e in recorder.of("execution_finished")] == ["error", "ok"]
+    assert outcome.attempts == 3
+    notices = [e["text"] for e in recorder.of("message") if e["role"] == "notice"]
+    assert notices[-2:] == [
+        f"{KEPT_LINE_NOTICE}; {ONCE_MORE}.",
+        f"{KEPT_LINE_NOTICE} (attempt 2/3).",
+    ]
+    if fresh_fixes:
+        assert "Not run: it keeps the line that raised the error unchanged" in fourth
+        assert "line 1: size = iris['petal_len']" in fourth
+    else:
+        assert fourth.startswith(
+            "Your corrected code is the code that just failed up to its line 1, which raised "
+            "the error (`size = iris['petal_len']`), unchanged, so it was not run"
+        )
 
 
 # --- jupyter-ci's own fixes ------------------------------------------------------------------

@@ -475,6 +475,29 @@ def same_code(one: str, other: str) -> bool:
     return tree is not None and tree == _syntax_tree(other)
 
 
+def keeps_failed_line(fixed: str, source: str, line: int | None) -> bool:
+    """Whether a fix ``fixed`` keeps ``source``, the code that failed at its ``line``, unchanged
+    up to the end of the statement that raised (the top-level statement holding that line):
+    run, it would fail there the same way (a small model's fix that added the right code
+    after the line that failed, and kept that line). False when the line is unknown or either
+    is not Python."""
+    if line is None:
+        return False
+    try:
+        body = ast.parse(source).body
+        ast.parse(fixed)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return False
+    end = next(
+        (node.end_lineno for node in body if node.lineno <= line <= (node.end_lineno or 0)),
+        None,
+    )
+    if end is None:
+        return False
+    kept, failed = fixed.splitlines()[:end], source.splitlines()[:end]
+    return len(failed) == end and [x.rstrip() for x in kept] == [x.rstrip() for x in failed]
+
+
 def _syntax_tree(code: str) -> str | None:
     """``code``'s syntax tree, as text without positions; None when it is not Python (a cell
     with magics or shell lines is compared line by line only)."""

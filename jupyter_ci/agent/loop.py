@@ -39,9 +39,9 @@ from ..errors import (
 )
 from ..execution.status import CellStatus
 from .context import describe_variable
-from .digest import Digest
+from .digest import Digest, strip_ansi
 from .extract import fenced
-from .fix_context import ADVICE, answer_as_code, same_code, split_advice
+from .fix_context import ADVICE, answer_as_code, keeps_failed_line, same_code, split_advice
 from .generate import _prose
 from .inspect_first import inspection_code, loaded_names, named_files, named_frames
 from .messages import text_of
@@ -52,6 +52,7 @@ from .prompts import render
 from .request import Approver, EventCallback, ReviewDecision, RunRequest
 from .retries import (
     KEEP_UNCHANGED,
+    KEPT_LINE,
     KEPT_WRONG_NOTICE,
     LOOKS_WRONG,
     NO_CODE,
@@ -63,6 +64,7 @@ from .retries import (
 from .run_base import ABANDONED, DIGEST_CHARS, NO_STREAM, _Finish, _Rejected
 from .states import RunState
 from .suspicious import Concern, may_be_right, printed
+from .tracebacks import cell_line
 from .workspace import Execution
 
 #: After Stop, the kernel is interrupted again every this many seconds while the cell still
@@ -84,6 +86,9 @@ SAME_CODE_NOTICE = "The model proposed the code that just failed again; it was n
 EARLIER_TRY_NOTICE = "The model proposed an earlier try's code again"
 #: The notice when a fix's reply has no code: nothing to run, an attempt used, asked again.
 NO_FIX_NOTICE = "The model replied without code for the failing cell"
+#: The notice when a fix keeps the code that failed unchanged up to the line that raised (it
+#: is not run: it would fail there the same way); the bench counts them with the repeats.
+KEPT_LINE_NOTICE = "The model's fix keeps the line that failed unchanged; it was not run"
 #: The notice of a fix jupyter-ci writes itself (``own_fixes``), followed by what it changed.
 OWN_FIX_NOTICE = "Fixed without asking the model"
 #: What that notice adds, after what it changed: an own fix is not the model's try.
@@ -100,21 +105,42 @@ KEPT_NOTICE = (
 _KERNEL_OR_TAB_GONE = frozenset({"kernel_died", "notebook_unavailable"})
 
 
-def runnable(fixed: str | None, source: str, tries: Sequence[Tried] = ()) -> TypeGuard[str]:
+def runnable(
+    fixed: str | None, source: str, tries: Sequence[Tried] = (), failed_at: int | None = None
+) -> TypeGuard[str]:
     """Whether a reply's code ``fixed`` may be run in place of ``source``: it has some, and it
-    is not ``source`` again (which would fail the same way) nor the code of one of the cell's
-    earlier ``tries`` (it failed, or its result looked wrong); see :func:`not_run`."""
-    return fixed is not None and not same_code(fixed, source) and repeated_try(fixed, tries) is None
+    is not ``source`` again (which would fail the same way), nor ``source`` unchanged up to the
+    line that raised (``failed_at``, when ``source`` failed there), nor the code of one of the
+    cell's earlier ``tries`` (it failed, or its result looked wrong); see :func:`not_run`."""
+    return (
+        fixed is not None
+        and not same_code(fixed, source)
+        and not keeps_failed_line(fixed, source, failed_at)
+        and repeated_try(fixed, tries) is None
+    )
 
 
-def not_run(fixed: str | None, source: str, tries: Sequence[Tried] = ()) -> str:
+def not_run(
+    fixed: str | None, source: str, tries: Sequence[Tried] = (), failed_at: int | None = None
+) -> str:
     """The notice for a reply whose code is not :func:`runnable`."""
     if fixed is None:
         return NO_FIX_NOTICE
-    number = repeated_try(fixed, tries)
-    if number is None or same_code(fixed, source):
+    if same_code(fixed, source):
         return SAME_CODE_NOTICE
-    return f"{EARLIER_TRY_NOTICE} (try {number}, which did not work); it was not run"
+    number = repeated_try(fixed, tries)
+    if number is not None:
+        return f"{EARLIER_TRY_NOTICE} (try {number}, which did not work); it was not run"
+    return KEPT_LINE_NOTICE if keeps_failed_line(fixed, source, failed_at) else SAME_CODE_NOTICE
+
+
+def failed_line(execution: Execution) -> int | None:
+    """The line of the cell that raised, from its error's traceback (None without one)."""
+    error = execution.error or {}
+    pieces = error.get("traceback")
+    if not isinstance(pieces, list):
+        return None
+    return cell_line([strip_ansi(str(piece)) for piece in pieces])
 
 
 class AgentRun(Retrying):
@@ -410,18 +436,24 @@ class AgentRun(Retrying):
                 else "It failed"
             )
             tries.append(Tried(source, ending, digest.text))
+            failed_at = failed_line(execution)
             fixed = await self._ask_again(messages, base, tries, told, attempt, context=context)
-            if not runnable(fixed, source, tries) and self._may_ask_once_more(attempt):
+            if not runnable(fixed, source, tries, failed_at) and self._may_ask_once_more(attempt):
                 # Once per failure, a reply that could not be run costs no attempt.
-                notice = not_run(fixed, source, tries)
+                notice = not_run(fixed, source, tries, failed_at)
                 self.emit("message", role="notice", text=f"{notice}; {ONCE_MORE}.")
                 fixed = await self._ask_once_more(messages, attempt)
-            while not runnable(fixed, source, tries):
+            while not runnable(fixed, source, tries, failed_at):
                 # Nothing is run, and it costs an attempt.
-                notice = not_run(fixed, source, tries)
+                notice = not_run(fixed, source, tries, failed_at)
                 number = repeated_try(fixed, tries) if fixed is not None else None
+                kept_line = notice == KEPT_LINE_NOTICE
+                line = source.splitlines()[(failed_at or 1) - 1].strip() if kept_line else ""
                 attempt += 1
-                tries.append(Tried("", NO_CODE if fixed is None else REPEATED, "", number or 0))
+                if kept_line:  # its code is told, so that a fresh fix sees what not to keep
+                    tries.append(Tried(fixed or "", KEPT_LINE, f"line {failed_at}: {line}"))
+                else:
+                    tries.append(Tried("", NO_CODE if fixed is None else REPEATED, "", number or 0))
                 self.emit(
                     "message",
                     role="notice",
@@ -434,6 +466,12 @@ class AgentRun(Retrying):
                     again = render("fix_without_code", **counted)
                 elif same_code(fixed, source):
                     again = render("fix_identical", which="the code that just failed", **counted)
+                elif kept_line:
+                    which = (
+                        f"the code that just failed up to its line {failed_at}, which raised "
+                        f"the error (`{line}`)"
+                    )
+                    again = render("fix_identical", which=which, **counted)
                 else:
                     which = f"the code of try {number}, which did not work"
                     again = render("fix_identical", which=which, **counted)

@@ -61,6 +61,8 @@ ACCOUNT_CODE_CHARS = 1500
 ACCOUNT_RESULT_CHARS = 600
 #: How a fresh fix's account tells a fix that repeated the failed code.
 REPEATED = "not run, it would fail the same way"
+#: How it tells a fix that kept the code that failed unchanged up to the line that raised.
+KEPT_LINE = "Not run: it keeps the line that raised the error unchanged, so it would fail there"
 #: How it tells a fix whose reply had no code.
 NO_CODE = "no code in the reply, nothing was run"
 #: How it tells a result kept that cannot be right as written.

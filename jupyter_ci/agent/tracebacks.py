@@ -21,6 +21,23 @@ _LIBRARY_PATH = re.compile(r"(?:site|dist)-packages/|/lib/python\d[^/]*/|\.(?:py
 LIBRARY_FRAMES_SHOWN = 2
 
 
+_CELL_LINE = re.compile(r"(?:Cell In ?\[[^\]]*\]|Input In ?\[[^\]]*\]), line (\d+)")
+
+
+def cell_line(pieces: Sequence[str]) -> int | None:
+    """The line of the cell that was running when the error was raised: the outermost cell
+    frame of the last exception (after "During handling of ...", the one that ended the cell);
+    None when the traceback has no cell frame. ``pieces`` are without ANSI colours."""
+    line = None
+    for piece in pieces:
+        if any(marker in piece for marker in _CHAINED):
+            line = None  # a later exception's frames follow
+        match = _CELL_LINE.search(piece) if line is None else None
+        if match is not None:
+            line = int(match.group(1))
+    return line
+
+
 def compact_traceback(pieces: Sequence[str], error_line: str) -> list[str]:
     """An IPython traceback (one piece per frame) reduced to what fixing a cell needs.
 

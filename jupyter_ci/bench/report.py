@@ -74,6 +74,7 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "repeated_fixes": sum(int(record.get("repeated_fixes") or 0) for record in records),
         "repeated_earlier": sum(int(r.get("repeated_earlier") or 0) for r in records),
         "fixes_without_code": sum(int(r.get("fixes_without_code") or 0) for r in records),
+        "kept_failed_line": sum(int(r.get("kept_failed_line") or 0) for r in records),
         "asked_once_more": sum(int(r.get("asked_once_more") or 0) for r in records),
         "own_fixes": sum(int(r.get("own_fixes") or 0) for r in records),
         "looked_again": sum(int(record.get("looked_again") or 0) for record in records),
@@ -120,7 +121,8 @@ def render_report(summary: dict[str, Any]) -> str:
         f" (cells per task: mean {summary['cells_mean']:.2f});"
         f" fixes that repeated the failed code (not run): {summary.get('repeated_fixes', 0)}"
         f" (an earlier try's: {summary.get('repeated_earlier', 0)}),"
-        f" without code: {summary.get('fixes_without_code', 0)}"
+        f" without code: {summary.get('fixes_without_code', 0)},"
+        f" that kept the line that failed (not run): {summary.get('kept_failed_line', 0)}"
         f" (asked once more, without an attempt: {summary.get('asked_once_more', 0)});"
         f" fixes jupyter-ci wrote itself: {summary.get('own_fixes', 0)};"
         f" results that looked wrong, looked at again: {summary.get('looked_again', 0)}",

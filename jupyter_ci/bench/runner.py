@@ -31,7 +31,13 @@ from typing import Any, TextIO
 
 from ..agent.digest import error_line
 from ..agent.inspect_first import INSPECT_HEADER
-from ..agent.loop import EARLIER_TRY_NOTICE, NO_FIX_NOTICE, ONCE_MORE, SAME_CODE_NOTICE
+from ..agent.loop import (
+    EARLIER_TRY_NOTICE,
+    KEPT_LINE_NOTICE,
+    NO_FIX_NOTICE,
+    ONCE_MORE,
+    SAME_CODE_NOTICE,
+)
 from ..agent.retries import LOOK_AGAIN_NOTICE
 from ..agent.suspicious import answer_concerns, output_concerns
 from ..errors import ConfigError, exception_text
@@ -303,12 +309,13 @@ async def run_task(task: Task, settings: Settings, out_dir: Path) -> dict[str, A
     #: Fixes that repeated the code of a failed try (``earlier``: of a try before the last)
     #: or had no code (the loop runs neither), and results that looked wrong, which the model
     #: was asked to look at again (check_results); fixes jupyter-ci wrote itself (own_fixes).
-    repeated = earlier = without_code = looked_again = once_more = own = 0
+    repeated = earlier = without_code = looked_again = once_more = own = kept_line = 0
     #: The inspecting first cells (inspect_data): jupyter-ci's cells, not the model's attempts.
     inspecting: set[str] = set()
 
     def on_event(event: dict[str, Any]) -> None:
-        nonlocal repeated, earlier, without_code, looked_again, once_more, own, answered_first
+        nonlocal repeated, earlier, without_code, looked_again, once_more, own, kept_line
+        nonlocal answered_first
         kind = event["type"]
         text = str(event.get("text") or "")
         if kind in ("cell_inserted", "cell_updated"):
@@ -335,8 +342,11 @@ async def run_task(task: Task, settings: Settings, out_dir: Path) -> dict[str, A
         elif kind == "message" and event.get("role") == "assistant":
             if not first_digest and not first_prose:
                 first_prose.append(text)
-        elif kind == "message" and text.startswith((*REPEAT_NOTICES, NO_FIX_NOTICE)):
+        elif kind == "message" and text.startswith(
+            (*REPEAT_NOTICES, NO_FIX_NOTICE, KEPT_LINE_NOTICE)
+        ):
             repeated += text.startswith(REPEAT_NOTICES)
+            kept_line += text.startswith(KEPT_LINE_NOTICE)
             earlier += text.startswith(EARLIER_TRY_NOTICE)
             without_code += text.startswith(NO_FIX_NOTICE)
             once_more += ONCE_MORE in text
@@ -417,6 +427,7 @@ async def run_task(task: Task, settings: Settings, out_dir: Path) -> dict[str, A
         "repeated_fixes": repeated,
         "repeated_earlier": earlier,
         "fixes_without_code": without_code,
+        "kept_failed_line": kept_line,
         "asked_once_more": once_more,
         "own_fixes": own,
         "looked_again": looked_again,
