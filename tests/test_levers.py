@@ -220,6 +220,8 @@ async def test_only_one_free_ask_per_failure_and_none_where_replies_cannot_diffe
         # The fix, its free ask once more, then one ask per attempt left (2 and 3).
         assert len(server.chat_requests) == 4
     assert (outcome.state, outcome.reason) == (RunState.FAILED, "max_attempts")
+    # The attempts used without a run count, as their notices say ("attempt 3/3").
+    assert outcome.attempts == 3
     with ScriptedModelServer(script) as server:
         # At temperature 0 throughout, the same prompt would get the same reply: not asked.
         await run_loop(iris, server, "divide", temperature=0, fix_temperatures="")

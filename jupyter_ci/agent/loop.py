@@ -450,6 +450,7 @@ class AgentRun(Retrying):
                 kept_line = notice == KEPT_LINE_NOTICE
                 line = source.splitlines()[(failed_at or 1) - 1].strip() if kept_line else ""
                 attempt += 1
+                self._reach(cell_id, attempt)  # used up, though nothing ran: it counts
                 if kept_line:  # its code is told, so that a fresh fix sees what not to keep
                     tries.append(Tried(fixed or "", KEPT_LINE, f"line {failed_at}: {line}"))
                 else:
