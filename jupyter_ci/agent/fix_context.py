@@ -16,10 +16,7 @@ what fits the error (:data:`FIX_CONTEXT_SOURCE`):
 - ``FileNotFoundError``: the files in the folder the path names (else the working folder), and
   those closest to the missing one;
 - a dtype error (``TypeError``/``ValueError`` about types or conversions): the dtypes of the
-  frames the code names; for a conversion to a number that failed on a text (``invalid literal
-  for int()``, ``could not convert string to float``, pandas' ``Unable to parse string``), the
-  columns of those frames that hold that text, with how their values that are no number are
-  written (shapes: ``'298[110-510]'`` is ``0[0-0]``, never the values themselves);
+  frames the code names;
 - a ``ValueError`` about missing values (scikit-learn's "Input X contains NaN"): the columns of
   those frames that have any.
 
@@ -157,61 +154,6 @@ def labelled(ns, code):
     return found[:5]
 
 
-def unconverted(evalue):
-    # The text a conversion to a number failed on, as Python's and pandas' errors quote it.
-    match = re.search(
-        r"(?:invalid literal for \w+\(\) with base \d+|could not convert string to float)"
-        r": (['\"])(.*)\1$|Unable to parse string \"(.*)\" at position",
-        (evalue or "").strip(),
-    )
-    if match is None:
-        return None
-    return match.group(2) if match.group(2) is not None else match.group(3)
-
-
-def is_number(text):
-    try:
-        float(text)
-    except (TypeError, ValueError):
-        return False
-    return True
-
-
-def shape(text):
-    # How a value is written, without its digits or letters: '298[110-510]' is '0[0-0]'.
-    return re.sub(r"[^\W\d_]+", "a", re.sub(r"[0-9]+", "0", text))[:40]
-
-
-def text_numbers(ns, code, value):
-    # The columns of the frames the code names that hold the text a conversion failed on,
-    # with how their values that are no number are written (shapes, never the values); those
-    # the code writes come first.
-    found = []
-    for name, frame in frames(ns, code):
-        for column in frame.columns:
-            series = frame[column]
-            text_kinds = ("object", "str", "string")
-            if getattr(series, "ndim", 1) != 1 or str(series.dtype) not in text_kinds:
-                continue
-            try:
-                if not series.isin([value, value.strip()]).any():
-                    continue
-                distinct = [str(text) for text in series.dropna().unique()[:5000]]
-                odd = [text for text in distinct if not is_number(text)]
-            except Exception:
-                continue
-            shapes = {}
-            for text in odd:
-                shapes[shape(text)] = shapes.get(shape(text), 0) + 1
-            common = sorted(shapes, key=lambda k: -shapes[k])[:3]
-            leading = sum(1 for text in odd if re.match(r"\s*[-+]?[0-9]", text))
-            digitless = sum(1 for text in odd if not re.search(r"[0-9]", text))
-            counts = (len(odd), len(distinct), leading, digitless)
-            found.append((name, column, series.dtype, counts, common))
-    named = set(literals(code))  # the columns the code writes first: those it converts
-    return sorted(found, key=lambda item: str(item[1]) not in named)[:3]
-
-
 def mappings(ns, code):
     found = []
     for name in named_in(code):
@@ -315,20 +257,6 @@ def context(ns, ename, evalue, code):
             if gaps:
                 lines.append(f"{name}'s columns with missing values: {quoted(gaps)}")
                 lines.append("advice: missing_values")
-    elif ename == "ValueError" and unconverted(evalue) is not None:
-        value = unconverted(evalue)
-        for name, column, dtype, counts, shapes in text_numbers(ns, code, value):
-            odd, distinct, leading, digitless = counts
-            lines.append(
-                f"{name}[{str(column)!r}] holds the text the error could not convert ({dtype}): "
-                f"{odd} of its {distinct} distinct values are not numbers as written, shaped "
-                f"like {quoted(shapes)} (0 for digits, a for letters); of those, {leading} "
-                f"start with a number and {digitless} hold no digit"
-            )
-            lines.append("advice: numbers_in_text")
-        for name, frame in frames(ns, code):
-            types = [f"{column}: {dtype}" for column, dtype in frame.dtypes.items()]
-            lines.append(f"{name}'s dtypes: " + ", ".join(types[:MAX_NAMES])[:MAX_LINE])
     elif ename in ("TypeError", "ValueError") and re.search(
         r"dtype|convert|unsupported operand|not supported between|must be real number|"
         r"could not|invalid literal|Can only use .str",
@@ -365,15 +293,6 @@ ADVICE = {
     ),
     "missing_values": (
         "Drop or fill the rows with missing values in the columns the cell uses before computing."
-    ),
-    "numbers_in_text": (
-        "A column named above holds text where numbers are expected: replace the conversion "
-        "that failed (no astype(int) or astype(float) on that text, before or after). Values "
-        "that start with a number followed by more text: take that number, "
-        "df[col] = df[col].str.extract(r'^\\s*([-+]?\\d+(?:\\.\\d+)?)')[0].astype(float) (after "
-        ".str.replace(',', '') where thousands are separated by commas). Values that hold no "
-        "digit ('-', 'n/a') are missing: df[col] = pd.to_numeric(df[col], errors='coerce'). "
-        "Then drop the rows left without a number in the columns the cell uses."
     ),
     "answer_as_code": (
         "An answer line such as @name[value] is text the cell prints, not Python code: build "
