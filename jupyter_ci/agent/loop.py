@@ -87,7 +87,7 @@ EARLIER_TRY_NOTICE = "The model proposed an earlier try's code again"
 #: The notice when a fix's reply has no code: nothing to run, an attempt used, asked again.
 NO_FIX_NOTICE = "The model replied without code for the failing cell"
 #: The notice when a fix keeps the code that failed unchanged up to the line that raised (it
-#: is not run: it would fail there the same way); the bench counts them with the repeats.
+#: is not run: it would fail there the same way); the bench counts them apart from repeats.
 KEPT_LINE_NOTICE = "The model's fix keeps the line that failed unchanged; it was not run"
 #: The notice of a fix jupyter-ci writes itself (``own_fixes``), followed by what it changed.
 OWN_FIX_NOTICE = "Fixed without asking the model"
