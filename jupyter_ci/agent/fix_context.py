@@ -414,7 +414,7 @@ def keeps_failed_line(fixed: str, source: str, line: int | None) -> bool:
     if end is None:
         return False
     kept, failed = fixed.splitlines()[:end], source.splitlines()[:end]
-    return len(failed) == end and [x.rstrip() for x in kept] == [x.rstrip() for x in failed]
+    return [x.rstrip() for x in kept] == [x.rstrip() for x in failed]
 
 
 def _syntax_tree(code: str) -> str | None:

@@ -32,8 +32,7 @@ def cell_line(pieces: Sequence[str]) -> int | None:
     for piece in pieces:
         if any(marker in piece for marker in _CHAINED):
             line = None  # a later exception's frames follow
-        match = _CELL_LINE.search(piece) if line is None else None
-        if match is not None:
+        if line is None and (match := _CELL_LINE.search(piece)) is not None:
             line = int(match.group(1))
     return line
 
