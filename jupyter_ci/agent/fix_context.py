@@ -38,13 +38,15 @@ import json
 import tokenize
 from typing import Any
 
-from .own_fix import SET_APART
+from .own_fix import LITERALS_SOURCE, SET_APART
 
-#: Python source run in the user's kernel (standard library only). Its globals are ``ns`` (the
+#: Python source run in the user's kernel (standard library only), after the reading of a cell's
+#: string literals that :mod:`~jupyter_ci.agent.own_fix` runs too
+#: (:data:`~jupyter_ci.agent.own_fix.LITERALS_SOURCE`). Its globals are ``ns`` (the
 #: user's namespace), ``ename``, ``evalue``, ``code`` and ``set_apart``
 #: (:data:`~jupyter_ci.agent.own_fix.SET_APART`); it leaves ``result``, whose ``repr()``
-#: is the JSON list of lines to tell the model. It never raises.
-FIX_CONTEXT_SOURCE = r"""
+#: is the JSON list of lines to tell the model. It never raises (:data:`FIX_CONTEXT_SOURCE`).
+_CONTEXT_SOURCE = r"""
 import difflib
 import json
 import os
@@ -75,32 +77,6 @@ def closest(word, names):
     return list(dict.fromkeys(lowered + found))
 
 
-def literals(code):
-    # The values of the string literals the code writes, also inside an f-string's fields
-    # (df['A'] in f"{df['A'].mean()}"), not an f-string's own text. Lines of IPython's
-    # magics and shell commands are set aside (kept as comments of the same length).
-    import ast
-
-    code = "".join(
-        line if line.lstrip()[:1] not in ("%", "!") else line.replace(line.lstrip()[:1], "#", 1)
-        for line in (code or "").splitlines(keepends=True)
-    )
-    found = []
-    try:
-        tree = ast.parse(code)
-    except Exception:
-        return found
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            try:
-                written = ast.literal_eval(ast.get_source_segment(code, node) or "")
-            except Exception:
-                continue
-            if written == node.value:
-                found.append(node.value)
-    return found
-
-
 def name_key(name):
     return re.sub(set_apart, "", str(name).casefold())
 
@@ -115,7 +91,7 @@ def spelled(missing, code, frames):
         bare.setdefault(column.strip(), set()).add(column)
         keyed.setdefault(name_key(column), set()).add(column)
     pairs = {}
-    for value in literals(code):
+    for *_, value in literal_spans(code):
         if value in columns:
             continue
         found = bare.get(value.strip(), set())
@@ -273,6 +249,7 @@ try:
 except Exception as error:
     result = Report(json.dumps([]))
 """
+FIX_CONTEXT_SOURCE = LITERALS_SOURCE + _CONTEXT_SOURCE
 
 
 #: How the context names a piece of advice (``advice: KIND``): the kernel only names its kind.

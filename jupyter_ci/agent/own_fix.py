@@ -32,7 +32,7 @@ import difflib
 import json
 import re
 from dataclasses import dataclass, field, replace
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 #: How the kernel's context names a respelling: ``spelled: ["as written", "as the column is"]``.
 SPELLED_LINE = "spelled: "
@@ -133,6 +133,49 @@ def respelled(
     return OwnFix("".join(lines), f"wrote {names}, {how}", made)
 
 
+#: How a cell's string literals are read, as source: run here (:func:`_literals`) and, as the
+#: start of :data:`~jupyter_ci.agent.fix_context.FIX_CONTEXT_SOURCE`, in the kernel (which
+#: cannot import this module), so that a literal the kernel pairs with a column is one this
+#: module finds where the cell writes it. Lines of magics and shell commands are set aside as
+#: comments of the same length, so positions stay the cell's.
+LITERALS_SOURCE = r"""
+import ast
+
+
+def masked(code):
+    return "".join(
+        line if line.lstrip()[:1] not in ("%", "!") else line.replace(line.lstrip()[:1], "#", 1)
+        for line in (code or "").splitlines(keepends=True)
+    )
+
+
+def literal_spans(code):
+    # (line from 0, start, end, value) of each string literal written on one line, in order,
+    # also inside an f-string's fields (df['A'] in f"{df['A'].mean()}"), not an f-string's
+    # own text
+    code = masked(code)
+    try:
+        tree = ast.parse(code)
+    except Exception:
+        return []
+    found = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+            continue
+        if node.end_lineno != node.lineno or node.end_col_offset is None:
+            continue
+        try:
+            written = ast.literal_eval(ast.get_source_segment(code, node) or "")
+        except Exception:
+            continue  # an f-string's own text, not a literal
+        if written == node.value:
+            found.append((node.lineno - 1, node.col_offset, node.end_col_offset, written))
+    return sorted(found)
+"""
+_LITERALS: dict[str, Any] = {}
+exec(LITERALS_SOURCE, _LITERALS)  # noqa: S102 - our own source, in a fresh globals dict
+
+
 class _Written(NamedTuple):
     """A string literal of the code: its line (from 0), its byte columns, its value."""
 
@@ -144,11 +187,8 @@ class _Written(NamedTuple):
 
 def _masked(code: str) -> str:
     """``code`` with its lines of IPython's magics and shell commands made comments of the same
-    length, as the kernel's ``literals()`` sets them apart."""
-    return "".join(
-        line if line.lstrip()[:1] not in ("%", "!") else line.replace(line.lstrip()[:1], "#", 1)
-        for line in code.splitlines(keepends=True)
-    )
+    length (:data:`LITERALS_SOURCE`'s ``masked``)."""
+    return str(_LITERALS["masked"](code))
 
 
 def _tree(code: str) -> ast.Module | None:
@@ -161,26 +201,9 @@ def _tree(code: str) -> ast.Module | None:
 
 def _literals(code: str) -> list[_Written]:
     """The string literals ``code`` writes on one line each, in order, also inside an
-    f-string's fields (not an f-string's own text). As the kernel's ``literals()`` of
-    :data:`~jupyter_ci.agent.fix_context.FIX_CONTEXT_SOURCE` reads them (a self-contained
-    source: it cannot import this)."""
-    tree = _tree(code)
-    if tree is None:
-        return []
-    masked = _masked(code)
-    found = []
-    for node in ast.walk(tree):
-        if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
-            continue
-        if node.end_lineno != node.lineno or node.end_col_offset is None:
-            continue
-        try:
-            written = ast.literal_eval(ast.get_source_segment(masked, node) or "")
-        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-            continue  # an f-string's own text, not a literal
-        if written == node.value:
-            found.append(_Written(node.lineno - 1, node.col_offset, node.end_col_offset, written))
-    return sorted(found)
+    f-string's fields (not an f-string's own text): :data:`LITERALS_SOURCE`'s
+    ``literal_spans``, as the kernel reads them."""
+    return [_Written(*span) for span in _LITERALS["literal_spans"](code)]
 
 
 def _literal(written: str, value: str) -> str:
