@@ -650,6 +650,72 @@ async def test_an_answer_that_leaves_items_out_is_looked_at(iris: KernelWorkspac
     assert outcome.attempts == 2
 
 
+#: The dev set's 56 (its values right): the answer's names are the cell's variables, and the
+#: model printed one's value where the name goes, twice after the format was recalled to it.
+BY_VALUE = (
+    "top = iris.groupby('species').petal_length.mean()\n"
+    "longest_species = top.idxmax()\n"
+    "longest_mean = round(top.max(), 2)\n"
+    'print(f"@{longest_species}[{longest_mean}]")'
+)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("fresh_fixes", [True, False])
+async def test_an_answer_printed_with_a_value_for_its_name_is_printed_with_the_names(
+    iris: KernelWorkspace, fresh_fixes: bool
+) -> None:
+    asking = "the species with the longest petals @longest_species[name] @longest_mean[mean]"
+    script = [Reply.code(BY_VALUE), Reply.text("The longest petals are virginica's.")]
+    recorder = Recorder()
+    with ScriptedModelServer(script) as server:
+        outcome = await run_loop(
+            iris, server, asking, recorder=recorder, fresh_fixes=fresh_fixes, max_attempts=1
+        )
+        assert len(server.chat_requests) == 2  # no model call for the fix
+        answering = server.chat_requests[1].messages
+    assert outcome.state is RunState.DONE, outcome.error
+    # The model is asked for its answer knowing the cell as it is now.
+    assert "@longest_mean[{longest_mean}]" in str(answering)
+    cells = await iris.read_cells()
+    assert cells[-1].source.endswith(
+        "print(f'@longest_species[{longest_species}]')\nprint(f'@longest_mean[{longest_mean}]')\n"
+    )
+    # The values the model's code computed, each under its name.
+    namespace: dict[str, Any] = {}
+    exec(IRIS_SETUP + BY_VALUE.rsplit("\n", 1)[0], namespace)  # noqa: S102 - the test's code
+    printed = cells[-1].outputs[0]["text"].splitlines()
+    assert printed == [
+        f"@longest_species[{namespace['longest_species']}]",
+        f"@longest_mean[{namespace['longest_mean']}]",
+    ]
+    # Written at the last attempt too, using none.
+    assert outcome.attempts == 1
+    notices = [e["text"] for e in recorder.events if e.get("role") == "notice"]
+    assert not [notice for notice in notices if notice.startswith(LOOK_AGAIN_NOTICE)]
+    assert [notice for notice in notices if notice.startswith(OWN_FIX_NOTICE)] == [
+        f"{OWN_FIX_NOTICE}: printed the answer with the request's names, @longest_species[...] "
+        f"@longest_mean[...] ({OWN_FIX_FREE})."
+    ]
+
+
+@pytest.mark.asyncio
+async def test_without_own_fixes_an_answer_named_by_a_value_is_the_models_to_fix(
+    iris: KernelWorkspace,
+) -> None:
+    named = BY_VALUE.replace(
+        'print(f"@{longest_species}[{longest_mean}]")',
+        'print(f"@longest_species[{longest_species}] @longest_mean[{longest_mean}]")',
+    )
+    script = [Reply.code(BY_VALUE), Reply.code(named, match="request's format"), Reply.text("ok")]
+    with ScriptedModelServer(script) as server:
+        asking = "the species with the longest petals @longest_species[name] @longest_mean[mean]"
+        outcome = await run_loop(iris, server, asking, check_results=True, own_fixes=False)
+        assert len(server.chat_requests) == 3
+    assert outcome.state is RunState.DONE, outcome.error
+    assert outcome.attempts == 2
+
+
 @pytest.mark.asyncio
 async def test_results_that_look_wrong_pass_unnoticed_when_off(iris: KernelWorkspace) -> None:
     script = [Reply.code(NAN), Reply.text("@mean[nan]")]

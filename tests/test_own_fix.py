@@ -11,6 +11,7 @@ from jupyter_ci.agent.fix_context import fix_context_here
 from jupyter_ci.agent.own_fix import (
     POSITIONAL_LINE,
     SPELLED_LINE,
+    answer_names,
     named_file,
     own_fix,
     positionals,
@@ -264,3 +265,66 @@ def test_a_cell_with_a_magic_line_is_respelled_around_it() -> None:
     fixed = respelled(code, pairs)
     assert fixed is not None
     assert fixed.code == "%matplotlib inline\n!ls\nw[' WINDSPEED'].mean()"
+
+
+# --- an answer printed with a value for its name -------------------------------------------------
+
+#: The dev set's 56: the answer's names are the cell's variables, printed as the answer's name.
+BY_VALUE = (
+    "country = 'x'\n"
+    "max_deaths_country = 'Nigeria'\n"
+    "max_deaths_year = 2010\n"
+    "# the final answer line\n"
+    'print(f"@{max_deaths_country}[{max_deaths_year}]")\n'
+    "print('done')\n"
+)
+
+
+def test_an_answer_printed_with_a_value_for_its_name_is_printed_with_the_names() -> None:
+    fixed = answer_names(BY_VALUE, ["max_deaths_country", "max_deaths_year"])
+    assert fixed is not None
+    assert fixed.code == BY_VALUE.replace(
+        'print(f"@{max_deaths_country}[{max_deaths_year}]")\n',
+        "print(f'@max_deaths_country[{max_deaths_country}]')\n"
+        "print(f'@max_deaths_year[{max_deaths_year}]')\n",
+    )
+    assert "@max_deaths_country[...] @max_deaths_year[...]" in fixed.said
+    namespace: dict[str, Any] = {}
+    printed: list[str] = []
+    namespace["print"] = lambda *args: printed.append(" ".join(map(str, args)))
+    exec(fixed.code, namespace)  # noqa: S102 - the test's own code
+    assert printed == ["@max_deaths_country[Nigeria]", "@max_deaths_year[2010]", "done"]
+
+
+def test_the_value_keeps_the_format_its_field_gave_it() -> None:
+    code = "mean_fare = 34.6545\nprint(f'@{mean_fare}[{mean_fare:.2f}]')  # the answer"
+    fixed = answer_names(code, ["mean_fare"])
+    assert fixed is not None
+    assert fixed.code == "mean_fare = 34.6545\nprint(f'@mean_fare[{mean_fare:.2f}]')\n"
+
+
+@pytest.mark.parametrize(
+    ("code", "why"),
+    [
+        (BY_VALUE.replace("max_deaths_year = 2010", "year = 2010"), "a name the cell never sets"),
+        (
+            BY_VALUE.replace("max_deaths_year = 2010", "if country:\n    max_deaths_year = 2010"),
+            "a name set only inside a block",
+        ),
+        (
+            BY_VALUE.replace('print(f"@{max_deaths', 'if True:\n    print(f"@{max_deaths'),
+            "the print inside a block",
+        ),
+        (BY_VALUE.replace('print(f"@{max_deaths', 'x = 1; print(f"@{max_deaths'), "after a ';'"),
+        (BY_VALUE.replace('f"@{max_deaths_country}', 'f"@max_deaths_country'), "a name as text"),
+        (BY_VALUE.replace("print(f", "log(f"), "no print"),
+        ("%%bash\necho '@x[1]'", "not Python"),
+    ],
+)
+def test_no_answer_fix_unless_the_cell_leaves_one(code: str, why: str) -> None:
+    assert answer_names(code, ["max_deaths_country", "max_deaths_year"]) is None, why
+
+
+def test_names_that_are_no_python_names_leave_no_fix() -> None:
+    assert answer_names("lambda_ = 1\nprint(f'@{lambda_}[1]')", ["lambda"]) is None
+    assert answer_names(BY_VALUE, []) is None

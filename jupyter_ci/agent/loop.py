@@ -46,7 +46,7 @@ from .generate import _prose
 from .inspect_first import inspection_code, loaded_names, named_files, named_frames
 from .messages import text_of
 from .outcome import RunOutcome
-from .own_fix import OwnFix, fixes_itself, own_fix, positionals, spellings
+from .own_fix import OwnFix, answer_names, fixes_itself, own_fix, positionals, spellings
 from .packages import missing_package
 from .prompts import render
 from .request import Approver, EventCallback, ReviewDecision, RunRequest
@@ -63,7 +63,7 @@ from .retries import (
 )
 from .run_base import ABANDONED, DIGEST_CHARS, NO_STREAM, _Finish, _Rejected
 from .states import RunState
-from .suspicious import Concern, may_be_right, printed
+from .suspicious import Concern, may_be_right, output_concerns, placeholders, printed
 from .tracebacks import cell_line
 from .workspace import Execution
 
@@ -371,6 +371,12 @@ class AgentRun(Retrying):
                 execution, digest = await self._execute(cell_id, attempt)
             versions.add(source)
             if execution.status is CellStatus.OK:
+                answered = self._own_answer(execution, source, digest, attempt)
+                if answered is not None and answered[0].code not in versions:
+                    # Costs no attempt, at the last one too (the answer's values stand).
+                    await self._own_fixed(cell_id, source, *answered, messages, attempt)
+                    source = answered[0].code
+                    continue
                 concerns = self._concerns(execution, attempt)
                 if not concerns:
                     return execution, digest
@@ -416,14 +422,7 @@ class AgentRun(Retrying):
                 # jupyter-ci's own fix, certain from the kernel's facts (it always changes the
                 # code): no model call, and no attempt, as for a missing package. Never code
                 # that ran already: two fixes that undo each other end here.
-                self.emit(
-                    "message",
-                    role="notice",
-                    text=f"{OWN_FIX_NOTICE}: {own.said} ({OWN_FIX_FREE}).",
-                )
-                if not self.settings.fresh_fixes:  # the conversation says what the cell is now
-                    messages += [told, {"role": "assistant", "content": fenced(own.code)}]
-                await self.cells.rewrite(cell_id, source, own.code, attempt, cause="own_fix")
+                await self._own_fixed(cell_id, source, own, told, messages, attempt)
                 self.spellings.update(own.respelled)
                 source = own.code
                 continue
@@ -481,6 +480,47 @@ class AgentRun(Retrying):
             attempt += 1
             await self.cells.rewrite(cell_id, source, fixed, attempt, cause="fix")
             source = fixed
+
+    async def _own_fixed(
+        self,
+        cell_id: str,
+        source: str,
+        own: OwnFix,
+        told: dict[str, Any],
+        messages: list[dict[str, Any]],
+        attempt: int,
+    ) -> None:
+        """Write jupyter-ci's own fix into the cell, with its notice. ``told`` (what the model
+        would have been told instead) and the new code go into the conversation as the model's
+        turn, so that it holds the cell as it is: the long conversation's next fix, and the
+        next step once the cell ran, read it (a fresh fix starts again from the request)."""
+        self.emit("message", role="notice", text=f"{OWN_FIX_NOTICE}: {own.said} ({OWN_FIX_FREE}).")
+        messages += [told, {"role": "assistant", "content": fenced(own.code)}]
+        await self.cells.rewrite(cell_id, source, own.code, attempt, cause="own_fix")
+
+    def _own_answer(
+        self, execution: Execution, code: str, digest: Digest, attempt: int
+    ) -> tuple[OwnFix, dict[str, Any]] | None:
+        """jupyter-ci's own fix of a cell that ran and printed its answer with a value where
+        the request's format has a name (``own_fixes``; :func:`.own_fix.answer_names`), and
+        what the model would have been told instead; None when there is none."""
+        names = list(placeholders(self.request.prompt)) if self.settings.own_fixes else []
+        if not names:
+            return None
+        concerns = output_concerns(execution.outputs, self.request.prompt)
+        concerns = [concern for concern in concerns if concern.kind == "format"]
+        own = answer_names(code, names) if concerns else None
+        if own is None:
+            return None
+        prompt = render(
+            "cell_suspicious",
+            attempt=attempt,
+            max_attempts=self.settings.max_attempts,
+            concerns=self._describe(concerns),
+            digest=self.conversation.wrap(digest.text),
+            keep="",
+        )
+        return own, self.conversation.user_message(prompt, digest)
 
     async def _back_to(
         self, cell_id: str, source: str, ran_well: str | None, failed: Execution

@@ -18,7 +18,10 @@ Only where the kernel's facts leave one fix and it cannot change what the cell m
   "corrected" the user's ``unemployement_industry.csv``): the path is written as the request
   names it;
 - a ``NameError`` on one of the usual names of the data libraries (``pd``, ``np``, ``plt``,
-  ``sns``, ``stats``): the import that defines it is put first.
+  ``sns``, ``stats``): the import that defines it is put first;
+- a cell that ran but printed its answer with a value where the request's format has a name
+  (``@Nigeria[2010]``): when the cell sets a variable of each of the format's names, the print
+  is written once per name (:func:`answer_names`).
 
 Small models fail these most often and fix them least: on the bench's dev set, a 1.5B model
 ended 7 questions on such a ``KeyError`` after three tries that wrote the name the same way,
@@ -29,8 +32,11 @@ from __future__ import annotations
 
 import ast
 import difflib
+import itertools
 import json
+import keyword
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
@@ -294,6 +300,91 @@ def with_import(code: str, evalue: str) -> OwnFix | None:
     if line is None or line in (text.strip() for text in code.splitlines()):
         return None  # not one of them, or its import did not define it
     return OwnFix(f"{line}\n{code}", f"added {line}")
+
+
+def answer_names(code: str, names: Sequence[str]) -> OwnFix | None:
+    """``code`` with its answer line, printed with a value where the request's format has a
+    name (``print(f"@{country}[{year}]")`` gave ``@Nigeria[2010]``), printed once per name of
+    the format instead, each from the variable the cell gives that name
+    (``@max_deaths_country[{max_deaths_country}]``, a field's format kept:
+    ``{mean_fare:.2f}``). None unless the cell assigns every name at its top level and prints
+    such a line at its top level, as a statement of its own lines."""
+    if not names or any(not name.isidentifier() or keyword.iskeyword(name) for name in names):
+        return None
+    tree = _tree(code)
+    if tree is None or not set(names) <= _assigned(tree):
+        return None
+    lines = code.splitlines(keepends=True)
+    prints = [stmt for stmt in tree.body if _named_by_value(stmt, lines)]
+    if not prints:
+        return None
+    fields: dict[str, ast.FormattedValue] = {}
+    for stmt in prints:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.FormattedValue) and isinstance(node.value, ast.Name):
+                kept = fields.get(node.value.id)
+                if kept is None or (kept.format_spec is None and node.format_spec is not None):
+                    fields[node.value.id] = node
+    written = [
+        ast.unparse(_print_answer(name, fields.get(name))) + "\n" for name in dict.fromkeys(names)
+    ]
+    for stmt in reversed(prints):
+        end = stmt.end_lineno or stmt.lineno
+        lines[stmt.lineno - 1 : end] = written if stmt is prints[0] else []
+    shown = " ".join(f"@{name}[...]" for name in dict.fromkeys(names))
+    return OwnFix("".join(lines), f"printed the answer with the request's names, {shown}")
+
+
+def _assigned(tree: ast.Module) -> set[str]:
+    """The names the top level of a cell assigns (``a = ...``, ``a, b = ...``, ``a += ...``)."""
+    found: set[str] = set()
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign):
+            targets = stmt.targets
+        elif isinstance(stmt, (ast.AnnAssign, ast.AugAssign)) and stmt.value is not None:
+            targets = [stmt.target]
+        else:
+            continue
+        for target in targets:
+            for node in ast.walk(target):
+                if isinstance(node, ast.Name):
+                    found.add(node.id)
+    return found
+
+
+def _named_by_value(stmt: ast.stmt, lines: list[str]) -> bool:
+    """Whether ``stmt`` is ``print(f"...@{value}...")`` alone on its lines: an answer line
+    whose name is a value (a format's names are written as they are)."""
+    if not (
+        isinstance(stmt, ast.Expr)
+        and isinstance(stmt.value, ast.Call)
+        and isinstance(stmt.value.func, ast.Name)
+        and stmt.value.func.id == "print"
+        and stmt.value.args
+        and isinstance(text := stmt.value.args[0], ast.JoinedStr)
+        and stmt.col_offset == 0
+        and stmt.end_lineno is not None
+        and stmt.end_col_offset is not None
+    ):
+        return False
+    after = lines[stmt.end_lineno - 1].encode()[stmt.end_col_offset :].decode().strip()
+    if after and not after.startswith("#"):
+        return False  # another statement after a ';'
+    parts = text.values
+    return any(
+        isinstance(part, ast.Constant)
+        and isinstance(part.value, str)
+        and part.value.endswith("@")
+        and isinstance(following, ast.FormattedValue)
+        for part, following in itertools.pairwise(parts)
+    )
+
+
+def _print_answer(name: str, field: ast.FormattedValue | None) -> ast.Expr:
+    """``print(f"@name[{name}]")``, the value's field as ``field`` writes it (its format)."""
+    value = field or ast.FormattedValue(ast.Name(name, ast.Load()), -1, None)
+    text = ast.JoinedStr([ast.Constant(f"@{name}["), value, ast.Constant("]")])
+    return ast.Expr(ast.Call(ast.Name("print", ast.Load()), [text], []))
 
 
 #: Code that renames the columns of its frames, or reads them stripped: a spelling that held
