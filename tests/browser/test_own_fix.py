@@ -74,3 +74,35 @@ def test_a_later_fix_keeps_jupyter_ci_s_spelling_and_says_so(
     shown = steps(page)
     assert any(step.startswith("Fix written") for step in shown), shown
     in_both_themes(page, "respelled")
+
+
+BY_VALUE = (
+    "windiest_day = 'Tuesday'\nwindiest_speed = 31.5\nprint(f\"@{windiest_day}[{windiest_speed}]\")"
+)
+
+
+def test_an_answer_printed_with_a_value_for_its_name_is_fixed_and_said(
+    model_context: Any, model_lab: Lab, model: ScriptedModelServer
+) -> None:
+    """The model's cell prints the day where the format has its name; jupyter-ci prints the
+    answer with the format's names, from the cell's variables of those names."""
+    model.set_script([Reply.code(BY_VALUE), Reply.text("Tuesday, at 31.5 km/h.")])
+    request = "%%ci the windiest day, as @windiest_day[day] @windiest_speed[speed]"
+    page, all_cells = run_to_the_end(model_context, model_lab, request)
+    (fixed,) = generated(all_cells)
+    assert fixed["source"] == BY_VALUE.replace(
+        'print(f"@{windiest_day}[{windiest_speed}]")',
+        "print(f'@windiest_day[{windiest_day}]')\nprint(f'@windiest_speed[{windiest_speed}]')\n",
+    )
+    assert fixed["metadata"]["jupyter_ci"]["attempt"] == 1
+    printed = text_of(fixed["outputs"])
+    assert "@windiest_day[Tuesday]\n@windiest_speed[31.5]" in printed, printed
+    assert len(model.chat_requests) == 2  # the cell, then the answer: none for the fix
+    notice_said(
+        page,
+        f"{OWN_FIX_NOTICE}: printed the answer with the request's names, @windiest_day[...] "
+        f"@windiest_speed[...] ({OWN_FIX_FREE}).",
+    )
+    shown = steps(page)
+    assert "Fixed by jupyter-ci" in shown, shown
+    in_both_themes(page, "own_fix_answer")
