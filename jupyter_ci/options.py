@@ -293,9 +293,9 @@ OPTIONS: tuple[Option, ...] = (
         "(s.iloc[0] for s[0], as before pandas 3) (a KeyError); a path close to the one data "
         "file the request names, written as the request names it (a FileNotFoundError); or a "
         "missing import of pd, np, plt, sns or stats (a NameError). And a cell that ran but "
-        "printed its answer with a value where the request's format has a name "
-        "(@Nigeria[2010] for @country[...] @year[...]), when the cell sets a variable of each "
-        "of the format's names: printed with those names. The fix uses no attempt "
+        "printed its answer another way than the request's format (@Nigeria[2010] for "
+        "@country[...] @year[...]), when the cell sets a variable of each of the format's "
+        "names: printed with those names. The fix uses no attempt "
         "(the attempts count the model's tries) and is said in a notice.",
         after_failure=True,
     ),

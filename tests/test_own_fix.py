@@ -304,6 +304,20 @@ def test_the_value_keeps_the_format_its_field_gave_it() -> None:
 
 
 @pytest.mark.parametrize(
+    ("written", "why"),
+    [
+        ('print(f"@answer[{mean_fare:.2f}]")', "another name"),
+        ('print(f"@mean_fare {mean_fare:.2f}")', "no [value]"),
+        ('print(f"The answer: @mean_fare = {mean_fare:.2f}")', "no [value], after words"),
+    ],
+)
+def test_an_answer_written_another_way_is_printed_with_the_names(written: str, why: str) -> None:
+    fixed = answer_names(f"mean_fare = 34.6545\n{written}\n", ["mean_fare"])
+    assert fixed is not None, why
+    assert fixed.code == "mean_fare = 34.6545\nprint(f'@mean_fare[{mean_fare:.2f}]')\n", why
+
+
+@pytest.mark.parametrize(
     ("code", "why"),
     [
         (BY_VALUE.replace("max_deaths_year = 2010", "year = 2010"), "a name the cell never sets"),
@@ -319,6 +333,10 @@ def test_the_value_keeps_the_format_its_field_gave_it() -> None:
         (BY_VALUE.replace('f"@{max_deaths_country}', 'f"@max_deaths_country'), "a name as text"),
         (BY_VALUE.replace("print(f", "log(f"), "no print"),
         ("%%bash\necho '@x[1]'", "not Python"),
+        (
+            BY_VALUE.replace('f"@{max_deaths_country}[{max_deaths_year}]"', 'f"mail@x.org {x}"'),
+            "no answer line: an address",
+        ),
     ],
 )
 def test_no_answer_fix_unless_the_cell_leaves_one(code: str, why: str) -> None:

@@ -40,6 +40,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
+from .suspicious import answers_started
+
 #: How the kernel's context names a respelling: ``spelled: ["as written", "as the column is"]``.
 SPELLED_LINE = "spelled: "
 
@@ -303,10 +305,10 @@ def with_import(code: str, evalue: str) -> OwnFix | None:
 
 
 def answer_names(code: str, names: Sequence[str]) -> OwnFix | None:
-    """``code`` with its answer line, printed with a value where the request's format has a
-    name (``print(f"@{country}[{year}]")`` gave ``@Nigeria[2010]``), printed once per name of
-    the format instead, each from the variable the cell gives that name
-    (``@max_deaths_country[{max_deaths_country}]``, a field's format kept:
+    """``code`` with its answer line written another way than the request's format
+    (``print(f"@{country}[{year}]")`` gave ``@Nigeria[2010]``; ``@answer[...]``; ``@mean {m}``)
+    printed once per name of the format instead, each from the variable the cell gives that
+    name (``@max_deaths_country[{max_deaths_country}]``, a field's format kept:
     ``{mean_fare:.2f}``). None unless the cell assigns every name at its top level and prints
     such a line at its top level, as a statement of its own lines."""
     if not names or any(not name.isidentifier() or keyword.iskeyword(name) for name in names):
@@ -315,7 +317,7 @@ def answer_names(code: str, names: Sequence[str]) -> OwnFix | None:
     if tree is None or not set(names) <= _assigned(tree):
         return None
     lines = code.splitlines(keepends=True)
-    prints = [stmt for stmt in tree.body if _named_by_value(stmt, lines)]
+    prints = [stmt for stmt in tree.body if _written_wrong(stmt, lines, names)]
     if not prints:
         return None
     fields: dict[str, ast.FormattedValue] = {}
@@ -352,9 +354,10 @@ def _assigned(tree: ast.Module) -> set[str]:
     return found
 
 
-def _named_by_value(stmt: ast.stmt, lines: list[str]) -> bool:
-    """Whether ``stmt`` is ``print(f"...@{value}...")`` alone on its lines: an answer line
-    whose name is a value (a format's names are written as they are)."""
+def _written_wrong(stmt: ast.stmt, lines: list[str], names: Sequence[str]) -> bool:
+    """Whether ``stmt`` is ``print(f"...")`` alone on its lines and writes an answer line not as
+    the format's names are written: a value where the name goes (``@{country}[...]``), another
+    name (``@answer[...]``), or one of them without its ``[value]`` (``@mean {m}``)."""
     if not (
         isinstance(stmt, ast.Expr)
         and isinstance(stmt.value, ast.Call)
@@ -370,14 +373,14 @@ def _named_by_value(stmt: ast.stmt, lines: list[str]) -> bool:
     after = lines[stmt.end_lineno - 1].encode()[stmt.end_col_offset :].decode().strip()
     if after and not after.startswith("#"):
         return False  # another statement after a ';'
-    parts = text.values
-    return any(
-        isinstance(part, ast.Constant)
-        and isinstance(part.value, str)
-        and part.value.endswith("@")
-        and isinstance(following, ast.FormattedValue)
-        for part, following in itertools.pairwise(parts)
-    )
+    for part, following in itertools.pairwise([*text.values, None]):
+        if not (isinstance(part, ast.Constant) and isinstance(part.value, str)):
+            continue
+        if part.value.endswith("@") and isinstance(following, ast.FormattedValue):
+            return True
+        if any(name not in names or not bracket for name, bracket in answers_started(part.value)):
+            return True
+    return False
 
 
 def _print_answer(name: str, field: ast.FormattedValue | None) -> ast.Expr:

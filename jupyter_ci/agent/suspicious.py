@@ -159,6 +159,12 @@ def answer_concerns(text: str, request: str = "") -> list[Concern]:
     return found
 
 
+def answers_started(text: str) -> list[tuple[str, bool]]:
+    """The ``@`` names ``text`` starts answer lines with (as :func:`answer_concerns` reads
+    them), each with whether a ``[`` follows it."""
+    return [(match.group(1), bool(match.group(2))) for match in _AT_NAME.finditer(text)]
+
+
 def unanswered(texts: Iterable[str], request: str) -> Concern | None:
     """The concern when the request gives an answer format and none of ``texts`` (a final
     answer, the outputs of the run's cells) writes one of its names as ``@name[value]``."""

@@ -337,20 +337,19 @@ export interface ICellUpdatedEvent extends IEventBase {
    * streamed: the code that streamed into the cell is complete (repaired if the
    * model's block needed it); fix: the model's fix after a failure, or of the
    * user's cell; own_fix: jupyter-ci's own fix after a failure, or of an answer
-   * printed with a value where the request's format has a name, written without
-   * the model (own_fixes: a column's name respelled, a usual import added, the
-   * answer printed with the format's names), using no attempt (attempt is the
-   * cell's attempt still); edited: the user's edit in review; reproposed: the
-   * model's other proposal after a Reject. stopped: the run was stopped while
-   * the model wrote this cell; its code is commented out, so it never runs
-   * unedited (Run All included). restored: the user's own code put back into
-   * their cell (a fix of it), as an undoable change, because the run ended
-   * while the model's proposal waited unaccepted (rejected, or the run stopped
-   * or failed during the review). kept: the version of the cell that ran put
-   * back (and run again), because its result looked wrong and the fixes of it
-   * failed until max_attempts. agent: an outside agent's (MCP) code for the
-   * cell: its edit (diff from the code before), or the code it asks to run
-   * (diff empty).
+   * printed another way than the request's format, written without the model
+   * (own_fixes: a column's name respelled, a usual import added, the answer
+   * printed with the format's names), using no attempt (attempt is the cell's
+   * attempt still); edited: the user's edit in review; reproposed: the model's
+   * other proposal after a Reject. stopped: the run was stopped while the model
+   * wrote this cell; its code is commented out, so it never runs unedited (Run
+   * All included). restored: the user's own code put back into their cell (a
+   * fix of it), as an undoable change, because the run ended while the model's
+   * proposal waited unaccepted (rejected, or the run stopped or failed during
+   * the review). kept: the version of the cell that ran put back (and run
+   * again), because its result looked wrong and the fixes of it failed until
+   * max_attempts. agent: an outside agent's (MCP) code for the cell: its edit
+   * (diff from the code before), or the code it asks to run (diff empty).
    */
   cause:
     | 'streamed'
