@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from jupyter_ci.agent.suspicious import (
+    ANSWER_SYNTAX,
     Concern,
     answer_concerns,
     describe_concerns,
@@ -17,6 +18,8 @@ from jupyter_ci.agent.suspicious import (
     printed,
     unanswered,
 )
+from jupyter_ci.bench.runner import build_prompt
+from jupyter_ci.bench.tasks import Task
 
 
 def out(text: str, name: str = "stdout") -> dict[str, Any]:
@@ -208,6 +211,29 @@ def test_the_placeholder_of_the_request_format() -> None:
     # Without the request, a word is a value like any other.
     assert answer_concerns("@mean_fare[mean_value]") == []
     assert kinds([out("@count[value]\n")], request) == [("answer", "@count[value]")]
+
+
+def test_the_syntax_described_is_no_answer_the_request_asks_for() -> None:
+    # The bench's requests say how to write answers ("one @name[value] for each answer"):
+    # the format reminder listed @name[value] among the answers, and an own fix of the
+    # answer line never acted, waiting for a variable `name`.
+    request = build_prompt(
+        Task(
+            id=56,
+            question="Which country?",
+            constraints="",
+            format="@max_country[country_name] @max_year[year]",
+            file_name="estimated_numbers.csv",
+            data_path=None,
+        )
+    )
+    assert ANSWER_SYNTAX in request
+    assert placeholders(request) == {"max_country": "country_name", "max_year": "year"}
+    reminder = format_reminder([Concern("format", "@Nigeria[2010]")], request)
+    assert ANSWER_SYNTAX not in reminder
+    assert "@max_country[country_name] @max_year[year]." in reminder
+    # Printed as the answer, the syntax is not in the request's format.
+    assert answer_concerns(f"{ANSWER_SYNTAX}\n", request) == [Concern("format", ANSWER_SYNTAX)]
 
 
 def test_descriptions_with_and_without_the_evidence() -> None:

@@ -57,6 +57,10 @@ from ..execution.outputs import coalesce_streams, joined
 #: Characters of the text a concern was seen in that are kept with it.
 EVIDENCE_CHARS = 120
 
+#: How an answer line is written, in general: a request that shows it (the bench's asks for
+#: "one @name[value] for each answer") describes the syntax, and asks for no answer ``name``.
+ANSWER_SYNTAX = "@name[value]"
+
 #: What each kind of concern means, as the model and the bench's report read it.
 KINDS: dict[str, str] = {
     "nan": "a result is NaN (not a number)",
@@ -69,9 +73,9 @@ KINDS: dict[str, str] = {
     "answer": "an answer's value cannot be right as written",
     "cut": "an answer's value leaves items out, as a long series or array prints (print "
     "every item, e.g. with .tolist() or .to_dict())",
-    "format": "an answer is not written in the request's format (@name[value], with its names)",
+    "format": f"an answer is not written in the request's format ({ANSWER_SYNTAX}, with its names)",
     "unrun": "no code ran: the answer was not computed from the data file the request names",
-    "unanswered": "no answer was printed or given in the request's format, @name[value]",
+    "unanswered": f"no answer was printed or given in the request's format, {ANSWER_SYNTAX}",
 }
 
 #: The kinds of concern whose result is wrong as it is written, whatever the data.
@@ -129,8 +133,13 @@ def _cut(text: str) -> str:
 
 
 def placeholders(request: str) -> dict[str, str]:
-    """The ``@name[placeholder]`` pairs of a request's answer format (name → placeholder)."""
-    return {name: value.strip() for name, value in _ANSWER.findall(request)}
+    """The ``@name[placeholder]`` pairs of a request's answer format (name → placeholder), but
+    the syntax's own description (:data:`ANSWER_SYNTAX`)."""
+    return {
+        name: value.strip()
+        for name, value in _ANSWER.findall(request)
+        if f"@{name}[{value}]" != ANSWER_SYNTAX
+    }
 
 
 def answer_concerns(text: str, request: str = "") -> list[Concern]:

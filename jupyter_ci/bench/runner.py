@@ -39,7 +39,7 @@ from ..agent.loop import (
     SAME_CODE_NOTICE,
 )
 from ..agent.retries import LOOK_AGAIN_NOTICE
-from ..agent.suspicious import answer_concerns, output_concerns
+from ..agent.suspicious import ANSWER_SYNTAX, answer_concerns, output_concerns
 from ..errors import ConfigError, exception_text
 from ..settings import Settings
 from .scoring import Score, extract_answers, score
@@ -62,7 +62,7 @@ Question: {question}
 Answer format: {format}
 
 Compute the answer with code, then print the final answer line with print(), exactly in that \
-format (one @name[value] for each answer, values as the format asks). Then reply with that \
+format (one {syntax} for each answer, values as the format asks). Then reply with that \
 answer line."""
 
 #: Lines of the data file shown in the request (its header and first rows), and their width.
@@ -100,6 +100,7 @@ def build_prompt(task: Task) -> str:
         question=task.question.strip(),
         constraints=f"Constraints: {constraints}\n" if constraints else "",
         format=task.format.strip(),
+        syntax=ANSWER_SYNTAX,
     )
 
 
