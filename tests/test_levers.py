@@ -679,7 +679,7 @@ async def test_an_answer_printed_with_a_value_for_its_name_is_printed_with_the_n
     assert "@longest_mean[{longest_mean}]" in str(answering)
     cells = await iris.read_cells()
     assert cells[-1].source.endswith(
-        "print(f'@longest_species[{longest_species}]')\nprint(f'@longest_mean[{longest_mean}]')\n"
+        "print(f'@longest_species[{longest_species}]')\nprint(f'@longest_mean[{longest_mean}]')"
     )
     # The values the model's code computed, each under its name.
     namespace: dict[str, Any] = {}

@@ -300,7 +300,8 @@ def test_the_value_keeps_the_format_its_field_gave_it() -> None:
     code = "mean_fare = 34.6545\nprint(f'@{mean_fare}[{mean_fare:.2f}]')  # the answer"
     fixed = answer_names(code, ["mean_fare"])
     assert fixed is not None
-    assert fixed.code == "mean_fare = 34.6545\nprint(f'@mean_fare[{mean_fare:.2f}]')\n"
+    # The cell's last line, as it was: no line end added.
+    assert fixed.code == "mean_fare = 34.6545\nprint(f'@mean_fare[{mean_fare:.2f}]')"
 
 
 @pytest.mark.parametrize(

@@ -313,6 +313,7 @@ def answer_names(code: str, names: Sequence[str]) -> OwnFix | None:
     such a line at its top level, as a statement of its own lines."""
     if not names or any(not name.isidentifier() or keyword.iskeyword(name) for name in names):
         return None
+    names = list(dict.fromkeys(names))
     tree = _tree(code)
     if tree is None or not set(names) <= _assigned(tree):
         return None
@@ -327,13 +328,12 @@ def answer_names(code: str, names: Sequence[str]) -> OwnFix | None:
                 kept = fields.get(node.value.id)
                 if kept is None or (kept.format_spec is None and node.format_spec is not None):
                     fields[node.value.id] = node
-    written = [
-        ast.unparse(_print_answer(name, fields.get(name))) + "\n" for name in dict.fromkeys(names)
-    ]
+    written = "\n".join(ast.unparse(_print_answer(name, fields.get(name))) for name in names)
     for stmt in reversed(prints):
         end = stmt.end_lineno or stmt.lineno
-        lines[stmt.lineno - 1 : end] = written if stmt is prints[0] else []
-    shown = " ".join(f"@{name}[...]" for name in dict.fromkeys(names))
+        ending = lines[end - 1][len(lines[end - 1].rstrip("\r\n")) :]  # the cell's last: none
+        lines[stmt.lineno - 1 : end] = [written + ending] if stmt is prints[0] else []
+    shown = " ".join(f"@{name}[...]" for name in names)
     return OwnFix("".join(lines), f"printed the answer with the request's names, {shown}")
 
 

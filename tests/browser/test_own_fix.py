@@ -92,7 +92,7 @@ def test_an_answer_printed_with_a_value_for_its_name_is_fixed_and_said(
     (fixed,) = generated(all_cells)
     assert fixed["source"] == BY_VALUE.replace(
         'print(f"@{windiest_day}[{windiest_speed}]")',
-        "print(f'@windiest_day[{windiest_day}]')\nprint(f'@windiest_speed[{windiest_speed}]')\n",
+        "print(f'@windiest_day[{windiest_day}]')\nprint(f'@windiest_speed[{windiest_speed}]')",
     )
     assert fixed["metadata"]["jupyter_ci"]["attempt"] == 1
     printed = text_of(fixed["outputs"])
