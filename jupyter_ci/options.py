@@ -295,7 +295,8 @@ OPTIONS: tuple[Option, ...] = (
         "missing import of pd, np, plt, sns or stats (a NameError). And a cell that ran but "
         "printed its answer another way than the request's format (@Nigeria[2010] for "
         "@country[...] @year[...]), when the cell sets a variable of each of the format's "
-        "names: printed with those names. The fix uses no attempt "
+        "names (or of all but one, and the line printed one other value): printed with those "
+        "names. The fix uses no attempt "
         "(the attempts count the model's tries) and is said in a notice.",
         after_failure=True,
     ),

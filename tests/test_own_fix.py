@@ -304,6 +304,17 @@ def test_the_value_keeps_the_format_its_field_gave_it() -> None:
     assert fixed.code == "mean_fare = 34.6545\nprint(f'@mean_fare[{mean_fare:.2f}]')"
 
 
+def test_a_name_without_its_variable_gets_the_one_value_the_line_printed() -> None:
+    # The dev set's 123: the right country printed where the name goes, three times.
+    code = "top = means.idxmax()\nprint(f\"@{top}['Albania']\")\n"
+    fixed = answer_names(code, ["country_with_highest_mean"])
+    assert fixed is not None
+    assert fixed.code == "top = means.idxmax()\nprint(f'@country_with_highest_mean[{top}]')\n"
+    # Two values for it, or two names without a variable: which is which is not known.
+    assert answer_names(code.replace("['Albania']", "[{other}]"), ["country"]) is None
+    assert answer_names(code, ["country", "mean"]) is None
+
+
 @pytest.mark.parametrize(
     ("written", "why"),
     [

@@ -309,26 +309,38 @@ def answer_names(code: str, names: Sequence[str]) -> OwnFix | None:
     (``print(f"@{country}[{year}]")`` gave ``@Nigeria[2010]``; ``@answer[...]``; ``@mean {m}``)
     printed once per name of the format instead, each from the variable the cell gives that
     name (``@max_deaths_country[{max_deaths_country}]``, a field's format kept:
-    ``{mean_fare:.2f}``). None unless the cell assigns every name at its top level and prints
-    such a line at its top level, as a statement of its own lines."""
+    ``{mean_fare:.2f}``); one name the cell gives no variable gets the one other field those
+    lines print (``@{top_country}['Albania']``: ``@country[{top_country}]``). None unless the
+    cell prints such a line at its top level, as a statement of its own lines, and each name
+    has its value so (a variable set at the cell's top level, or that one field)."""
     if not names or any(not name.isidentifier() or keyword.iskeyword(name) for name in names):
         return None
     names = list(dict.fromkeys(names))
     tree = _tree(code)
-    if tree is None or not set(names) <= _assigned(tree):
+    if tree is None:
         return None
+    assigned = _assigned(tree)
+    unset = [name for name in names if name not in assigned]
     lines = code.splitlines(keepends=True)
     prints = [stmt for stmt in tree.body if _written_wrong(stmt, lines, names)]
-    if not prints:
+    if len(unset) > 1 or not prints:
         return None
-    fields: dict[str, ast.FormattedValue] = {}
+    values = {name: ast.FormattedValue(ast.Name(name, ast.Load()), -1, None) for name in names}
+    others: dict[str, ast.FormattedValue] = {}  # fields of no name's variable, by their code
     for stmt in prints:
         for node in ast.walk(stmt):
-            if isinstance(node, ast.FormattedValue) and isinstance(node.value, ast.Name):
-                kept = fields.get(node.value.id)
-                if kept is None or (kept.format_spec is None and node.format_spec is not None):
-                    fields[node.value.id] = node
-    written = "\n".join(ast.unparse(_print_answer(name, fields.get(name))) for name in names)
+            if not isinstance(node, ast.FormattedValue):
+                continue
+            if isinstance(node.value, ast.Name) and node.value.id in names:
+                if node.format_spec is not None or node.conversion != -1:
+                    values[node.value.id] = node  # as the cell formats it
+            else:
+                others.setdefault(ast.unparse(node.value), node)
+    if unset:
+        if len(others) != 1:
+            return None
+        values[unset[0]] = next(iter(others.values()))
+    written = "\n".join(ast.unparse(_print_answer(name, values[name])) for name in names)
     for stmt in reversed(prints):
         end = stmt.end_lineno or stmt.lineno
         ending = lines[end - 1][len(lines[end - 1].rstrip("\r\n")) :]  # the cell's last: none
@@ -383,9 +395,8 @@ def _written_wrong(stmt: ast.stmt, lines: list[str], names: Sequence[str]) -> bo
     return False
 
 
-def _print_answer(name: str, field: ast.FormattedValue | None) -> ast.Expr:
-    """``print(f"@name[{name}]")``, the value's field as ``field`` writes it (its format)."""
-    value = field or ast.FormattedValue(ast.Name(name, ast.Load()), -1, None)
+def _print_answer(name: str, value: ast.FormattedValue) -> ast.Expr:
+    """``print(f"@name[{value}]")``, the value's field as ``value`` writes it (its format)."""
     text = ast.JoinedStr([ast.Constant(f"@{name}["), value, ast.Constant("]")])
     return ast.Expr(ast.Call(ast.Name("print", ast.Load()), [text], []))
 
