@@ -15,7 +15,9 @@ from typing import Any
 import nbformat
 import pytest
 
-from jupyter_ci.bench.paired import fingerprint, pairing_problems, rerun_reason
+from jupyter_ci.agent.suspicious import ANSWER_SYNTAX
+from jupyter_ci.bench import runner
+from jupyter_ci.bench.paired import fingerprint, pairing_problems, prompt_hashes, rerun_reason
 from jupyter_ci.bench.report import percentile, render_report, summarize
 from jupyter_ci.bench.runner import (
     EVEN_START,
@@ -690,6 +692,31 @@ def test_a_paired_arm_must_not_change_first_attempts() -> None:
     assert "does not record the hashes of its prompts" in warnings[0]
     moved = {**same, "tasks": "/elsewhere"}
     assert pairing_problems(moved, here)[1] == ["OUT's tasks came from /elsewhere, these from /d"]
+
+
+def test_a_paired_arm_compares_the_request_text_not_how_its_template_spells_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A constant moved into a field of the template (1817bb1: the answer syntax) leaves every
+    # request the same, so a paired arm against a run from before it stays valid.
+    hashes = prompt_hashes()
+    text = runner.request_text()
+    assert "{syntax}" not in text
+    assert ANSWER_SYNTAX in text
+    assert "{question}" in text
+    monkeypatch.setattr(runner, "PROMPT", text)
+    assert prompt_hashes() == hashes
+    task = Task(3, "How many?", "", "@n[count]", "t.csv")
+    assert build_prompt(task) == runner.request_text().format(
+        file_name="t.csv", preview="", question="How many?", constraints="", format="@n[count]"
+    )
+    # A change to what the model reads is one.
+    monkeypatch.setattr(runner, "PROMPT", text.replace("Compute", "Work out"))
+    assert prompt_hashes()["bench"] != hashes["bench"]
+    monkeypatch.setattr(runner, "CONSTANT_FIELDS", {"syntax": "@key=value"})
+    monkeypatch.setattr(runner, "PROMPT", text.replace(ANSWER_SYNTAX, "{syntax}"))
+    assert "@key=value" in build_prompt(task)
+    assert prompt_hashes()["bench"] != hashes["bench"]
 
 
 FOUR = [

@@ -45,7 +45,7 @@ from .._version import __version__
 from ..agent.prompts import template
 from ..agent.suspicious import answer_concerns, output_concerns
 from ..options import OPTIONS
-from .runner import PROMPT, TaskRunner, build_prompt, generated_outputs, read_results
+from .runner import TaskRunner, build_prompt, generated_outputs, read_results, request_text
 from .tasks import Task
 
 #: The rule, as the report and ``summary.json`` say it.
@@ -67,7 +67,7 @@ FIRST_ATTEMPT_PROMPTS = ("system", "request", "cell_succeeded")
 def prompt_hashes() -> dict[str, str]:
     """SHA-256 (first 16 hex digits) of each prompt that writes first attempts."""
     texts = {name: template(name) for name in FIRST_ATTEMPT_PROMPTS}
-    texts["bench"] = PROMPT
+    texts["bench"] = request_text()
     return {
         name: hashlib.sha256(text.encode("utf-8")).hexdigest()[:16] for name, text in texts.items()
     }

@@ -23,6 +23,7 @@ import hashlib
 import json
 import re
 import shutil
+import string
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
@@ -65,6 +66,18 @@ Compute the answer with code, then print the final answer line with print(), exa
 format (one {syntax} for each answer, values as the format asks). Then reply with that \
 answer line."""
 
+#: The fields of :data:`PROMPT` that are the same in every request (the others are the task's).
+CONSTANT_FIELDS = {"syntax": ANSWER_SYNTAX}
+
+
+def request_text() -> str:
+    """:data:`PROMPT` with its constant fields written in and the task's fields left as
+    ``{name}``: the text every request is made of, however the template spells its constants
+    (what a paired arm compares, so that moving a constant into a field changes nothing)."""
+    fields = {name: f"{{{name}}}" for _, name, _, _ in string.Formatter().parse(PROMPT) if name}
+    return PROMPT.format(**{**fields, **CONSTANT_FIELDS})
+
+
 #: Lines of the data file shown in the request (its header and first rows), and their width.
 PREVIEW_LINES = 3
 PREVIEW_WIDTH = 200
@@ -100,7 +113,7 @@ def build_prompt(task: Task) -> str:
         question=task.question.strip(),
         constraints=f"Constraints: {constraints}\n" if constraints else "",
         format=task.format.strip(),
-        syntax=ANSWER_SYNTAX,
+        **CONSTANT_FIELDS,
     )
 
 
