@@ -244,10 +244,11 @@ OPTIONS: tuple[Option, ...] = (
         "seed",
         int,
         -1,
-        "Sampling seed sent with every request to the model, so that the same prompt at the same "
-        "temperature gets the same reply where the provider honours it (llama.cpp, Ollama; "
-        "OpenAI on a best-effort basis); negative sends none. Providers that take no seed are "
-        "sent none.",
+        "Sampling seed of a run's first request to the model, so that a run gets the same replies "
+        "again where the provider honours it (llama.cpp, Ollama; OpenAI on a best-effort "
+        "basis); each later request of the run is sent the next number, so that a prompt asked "
+        "again gets another sample. Negative sends none. Providers that take no seed are sent "
+        "none.",
         minimum=-1,
     ),
     Option(

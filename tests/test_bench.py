@@ -921,7 +921,10 @@ def test_a_seeded_arm_sends_the_same_prompts_for_the_same_question(tmp_path: Pat
         evened = [r.messages == [dict(m) for m in EVEN_START] for r in requests]
         assert evened == [bool(seed), False, False, False][: len(requests)]
         fix = requests[2 if seed else 1]
-        assert fix.body.get("seed") == (int(seed[1]) if seed else None)
+        # The run's second request: the seed's next number (a prompt asked again differs).
+        assert fix.body.get("seed") == (int(seed[1]) + 1 if seed else None)
+        if seed:
+            assert [r.body.get("seed") for r in requests[:2]] == [int(seed[1])] * 2
         text = json.dumps(fix.messages)
         assert "FileNotFoundError" in text
         assert "untrusted-data id=" in text

@@ -211,6 +211,26 @@ async def test_a_fix_that_cannot_run_is_asked_once_more_without_an_attempt(
 
 
 @pytest.mark.asyncio
+async def test_a_prompt_asked_again_is_sent_with_another_seed(iris: KernelWorkspace) -> None:
+    # One fix temperature: the repeat is asked once more with the same prompt at the same
+    # temperature. With one seed for every request, llama.cpp samples the same reply again.
+    script = [Reply.code(WRONG), Reply.code(WRONG), Reply.code(FIXED), Reply.text("3.7")]
+    with ScriptedModelServer(script) as server:
+        outcome = await run_loop(
+            iris, server, "mean petal length", temperature=0, fix_temperatures="0.6", seed=7
+        )
+        requests = server.chat_requests
+    assert outcome.state is RunState.DONE, outcome.error
+    assert requests[2].messages == requests[1].messages
+    assert temperatures(server) == [0, 0.6, 0.6, 0]
+    # The run is reproducible (its first request has the seed) and no two requests share one.
+    assert [request.body.get("seed") for request in requests] == [7, 8, 9, 10]
+    with ScriptedModelServer(script) as server:
+        await run_loop(iris, server, "mean petal length", temperature=0, fix_temperatures="0.6")
+        assert ["seed" in request.body for request in server.chat_requests] == [False] * 4
+
+
+@pytest.mark.asyncio
 async def test_only_one_free_ask_per_failure_and_none_where_replies_cannot_differ(
     iris: KernelWorkspace,
 ) -> None:

@@ -14,6 +14,7 @@ from jupyter_ci.errors import ConfigError, InternalError, ModelError
 from jupyter_ci.models import litellm_model
 from jupyter_ci.models.litellm_model import LiteLLMModel, estimate_tokens
 from jupyter_ci.models.scrub import scrub
+from jupyter_ci.models.threaded import ThreadedModel
 from jupyter_ci.settings import Settings
 from jupyter_ci.testing import Fault, Reply, ScriptedModelServer
 
@@ -55,6 +56,20 @@ async def test_a_sampling_option_is_sent_only_when_set(name: str, value: Any) ->
         default = server.last_request.body
     assert sent[name] == value
     assert name not in default
+
+
+@pytest.mark.asyncio
+async def test_a_call_s_own_seed_is_sent_only_where_the_settings_have_one() -> None:
+    # Through the in-kernel path's wrapper too, which hands the call to another event loop.
+    with ScriptedModelServer([Reply.text("a")] * 3) as server:
+        seeded = LiteLLMModel(
+            Settings(model="openai/scripted", api_base=server.base_url, seed=7), api_key=KEY
+        )
+        await ThreadedModel(seeded).complete(MESSAGES, seed=9)
+        await seeded.complete(MESSAGES)
+        await model_for(server).complete(MESSAGES, seed=9)
+        sent = [request.body.get("seed") for request in server.chat_requests]
+    assert sent == [9, 7, None]
 
 
 @pytest.mark.parametrize(

@@ -187,10 +187,16 @@ class RecordingModel:
         on_text: TextCallback | None = None,
         temperature: float | None = None,
         on_wait: WaitCallback | None = None,
+        seed: int | None = None,
     ) -> ModelReply:
         self.requests.append([dict(message) for message in messages])
         return await self.inner.complete(
-            messages, tools=tools, on_text=on_text, temperature=temperature, on_wait=on_wait
+            messages,
+            tools=tools,
+            on_text=on_text,
+            temperature=temperature,
+            on_wait=on_wait,
+            seed=seed,
         )
 
 

@@ -108,6 +108,8 @@ class ModelCalls:
         self._notice = notice
         #: What the run's calls used so far.
         self.usage = TokenUsage()
+        #: Requests the run sent so far (each has its own seed, see :meth:`_seed`).
+        self._sent = 0
         self._task: asyncio.Task[ModelReply] | None = None
         #: The cap the call in progress reached as its reply streamed (its stream is closed).
         self._capped: BudgetExceeded | None = None
@@ -177,7 +179,10 @@ class ModelCalls:
         self, messages: list[dict[str, Any]], on_text: Any, temperature: float | None = None
     ) -> ModelReply:
         tools = [RUN_PYTHON_TOOL] if self.use_tools else None
-        extra = {"temperature": temperature} if temperature is not None else {}
+        extra: dict[str, Any] = {"temperature": temperature} if temperature is not None else {}
+        seed = self._seed()
+        if seed is not None:
+            extra["seed"] = seed
         self._task = asyncio.ensure_future(
             self.model.complete(
                 messages, tools=tools, on_text=on_text, on_wait=self.on_wait, **extra
@@ -194,6 +199,17 @@ class ModelCalls:
         if not reply_is_complete(reply):
             raise ModelError("bad_reply", "The model's reply stream ended before it was complete.")
         return reply
+
+    def _seed(self) -> int | None:
+        """The next request's seed: ``seed`` plus the requests the run sent before it (None
+        without a seed). A run stays reproducible, and no two of its requests share a seed: with
+        one seed for all, a prompt asked again at the same temperature (a fix that repeated the
+        failed code asked once more, an empty reply) got the same reply from a server that
+        samples by the seed (llama.cpp), so asking again changed nothing."""
+        if self.settings.seed < 0:
+            return None
+        self._sent += 1
+        return self.settings.seed + self._sent - 1
 
     async def _again(
         self, messages: list[dict[str, Any]], on_text: Any, temperature: float | None = None

@@ -57,6 +57,7 @@ class ExternalAgent:
         on_text: TextCallback | None = None,
         temperature: float | None = None,
         on_wait: WaitCallback | None = None,
+        seed: int | None = None,
     ) -> ModelReply:
         """Never called: an MCP run's steps ask no model."""
         raise InternalError("A run an MCP client drives asks no model.")

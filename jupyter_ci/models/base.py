@@ -86,12 +86,14 @@ class Model(Protocol):
         on_text: TextCallback | None = None,
         temperature: float | None = None,
         on_wait: WaitCallback | None = None,
+        seed: int | None = None,
     ) -> ModelReply:
         """Stream a reply to ``messages``, calling ``on_text`` with each text delta and
         ``on_wait`` around a wait before a retry.
 
         ``temperature``: this call's sampling temperature instead of the model's own (a fix's,
-        see ``fix_temperatures``); the loop passes it only when it has one.
+        see ``fix_temperatures``); the loop passes it only when it has one. ``seed``: likewise
+        this call's sampling seed (see ``seed``), sent only where the model's seed would be.
         """
         ...
 

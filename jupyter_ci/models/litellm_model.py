@@ -157,10 +157,12 @@ class LiteLLMModel:
         on_text: TextCallback | None = None,
         temperature: float | None = None,
         on_wait: WaitCallback | None = None,
+        seed: int | None = None,
     ) -> ModelReply:
         """Stream one reply; before any text arrived, rate limits are retried (bounded, after
         the provider's Retry-After, said to ``on_wait``) and a connection the server reset is
-        retried once. ``temperature`` overrides the settings' for this call."""
+        retried once. ``temperature`` and ``seed`` override the settings' for this call (a seed
+        only where the settings have one)."""
         litellm = self._litellm or await import_litellm()
         self._litellm = litellm
         streamed = False
@@ -175,7 +177,7 @@ class LiteLLMModel:
         reset_retried = False
         while True:
             try:
-                return await self._stream(litellm, messages, tools, relay, temperature)
+                return await self._stream(litellm, messages, tools, relay, temperature, seed)
             except ModelError as err:
                 if streamed:
                     raise
@@ -201,6 +203,7 @@ class LiteLLMModel:
         tools: Sequence[dict[str, Any]] | None,
         on_text: TextCallback | None,
         temperature: float | None = None,
+        seed: int | None = None,
     ) -> ModelReply:
         kwargs: dict[str, Any] = {
             "model": self.name,
@@ -220,7 +223,7 @@ class LiteLLMModel:
             if self._seed_taken is None:  # asked once per model: the answer cannot change
                 self._seed_taken = self._takes_seed(litellm)
             if self._seed_taken:
-                kwargs["seed"] = self.seed
+                kwargs["seed"] = self.seed if seed is None else seed
         if self._api_key:
             kwargs["api_key"] = self._api_key
         if tools:

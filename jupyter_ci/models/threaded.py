@@ -45,6 +45,7 @@ class ThreadedModel:
         on_text: TextCallback | None = None,
         temperature: float | None = None,
         on_wait: WaitCallback | None = None,
+        seed: int | None = None,
     ) -> ModelReply:
         """The wrapped model's reply, computed on the background loop."""
         caller = asyncio.get_running_loop()
@@ -58,7 +59,9 @@ class ThreadedModel:
             if on_wait is not None:
                 caller.call_soon_threadsafe(on_wait, seconds, retry, retries)
 
-        extra = {"temperature": temperature} if temperature is not None else {}
+        extra: dict[str, Any] = {"temperature": temperature} if temperature is not None else {}
+        if seed is not None:
+            extra["seed"] = seed
         call = self.model.complete(
             list(messages), tools=tools, on_text=relay, on_wait=waiting, **extra
         )
