@@ -297,7 +297,9 @@ OPTIONS: tuple[Option, ...] = (
         "printed its answer another way than the request's format (@Nigeria[2010] for "
         "@country[...] @year[...]), when the cell sets a variable of each of the format's "
         "names (or of all but one, and the line printed one other value): printed with those "
-        "names. The fix uses no attempt "
+        "names; and a cell that ran while pandas warned that an in-place change of a column did "
+        "nothing (df[col].fillna(v, inplace=True) under pandas 3): the change assigned back, "
+        "df[col] = df[col].fillna(v). The fix uses no attempt "
         "(the attempts count the model's tries) and is said in a notice.",
         after_failure=True,
     ),

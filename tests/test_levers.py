@@ -642,7 +642,7 @@ async def test_a_change_pandas_says_did_nothing_is_looked_at(
     script.append(Reply.text("No value is missing now."))
     with ScriptedModelServer(script) as server:
         outcome = await run_loop(
-            iris, server, "fill the gaps", check_results=True, fresh_fixes=fresh
+            iris, server, "fill the gaps", check_results=True, fresh_fixes=fresh, own_fixes=False
         )
         asked = [last_user(r) for r in server.chat_requests]
     assert outcome.state is RunState.DONE, outcome.error
@@ -650,6 +650,49 @@ async def test_a_change_pandas_says_did_nothing_is_looked_at(
     # A change that did nothing is never the result meant: keeping it is not offered.
     assert "right as it is" not in asked[1]
     assert outcome.attempts == 2
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("fresh_fixes", [True, False])
+async def test_a_change_pandas_says_did_nothing_is_assigned_back_by_jupyter_ci(
+    iris: KernelWorkspace, fresh_fixes: bool
+) -> None:
+    # The dev set's 111: the model filled a column in place five times, told each time.
+    if int(pd.__version__.split(".")[0]) < 3:
+        pytest.skip("pandas before 3 changes the frame (no Copy-on-Write by default)")
+    chained = (
+        "import pandas as pd\ndf = pd.DataFrame({'a': [1.0, None, 3.0]})\n"
+        "df['a'].fillna(2, inplace=True)  # the gaps\n"
+        "print(f\"@total[{df['a'].sum()}] @gaps[{df['a'].isna().sum()}]\")"
+    )
+    script = [Reply.code(chained), Reply.text("@total[6.0] @gaps[0]")]
+    recorder = Recorder()
+    with ScriptedModelServer(script) as server:
+        outcome = await run_loop(
+            iris,
+            server,
+            "fill the gaps with 2 @total[sum] @gaps[count]",
+            recorder=recorder,
+            fresh_fixes=fresh_fixes,
+            max_attempts=1,
+        )
+        assert len(server.chat_requests) == 2  # no model call for the fix
+        answering = "\n".join(str(m["content"]) for m in server.chat_requests[1].messages)
+    assert outcome.state is RunState.DONE, outcome.error
+    assigned = "df['a'] = df['a'].fillna(2)  # the gaps"
+    assert assigned in answering  # the answer is asked knowing the cell as it is
+    cells = await iris.read_cells()
+    assert cells[-1].source == chained.replace(
+        "df['a'].fillna(2, inplace=True)  # the gaps", assigned
+    )
+    shown = "".join(output.get("text", "") for output in cells[-1].outputs)
+    assert shown == "@total[6.0] @gaps[0]\n"  # filled, and pandas has nothing to warn about
+    assert outcome.attempts == 1  # at the last attempt too, using none
+    notices = [e["text"] for e in recorder.events if e.get("role") == "notice"]
+    assert [notice for notice in notices if notice.startswith(OWN_FIX_NOTICE)] == [
+        f"{OWN_FIX_NOTICE}: assigned the change back, as pandas 3 needs: "
+        f"df['a'] = df['a'].fillna(...) ({OWN_FIX_FREE})."
+    ]
 
 
 @pytest.mark.asyncio

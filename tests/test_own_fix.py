@@ -12,6 +12,7 @@ from jupyter_ci.agent.own_fix import (
     POSITIONAL_LINE,
     SPELLED_LINE,
     answer_names,
+    assigned_back,
     named_file,
     own_fix,
     positionals,
@@ -358,3 +359,59 @@ def test_no_answer_fix_unless_the_cell_leaves_one(code: str, why: str) -> None:
 def test_names_that_are_no_python_names_leave_no_fix() -> None:
     assert answer_names("lambda_ = 1\nprint(f'@{lambda_}[1]')", ["lambda"]) is None
     assert answer_names(BY_VALUE, []) is None
+
+
+# --- a change pandas 3 says did nothing, assigned back ------------------------------------
+
+LOANS = """import pandas as pd
+df = pd.DataFrame({'LoanAmount': [100.0, None, 160.0], 'Self_Employed': ['Yes', None, 'No']})
+df['Self_Employed'].fillna('No', inplace=True)
+df['LoanAmount'].fillna(df['LoanAmount'].median(), inplace=True)  # the median
+for column in ['LoanAmount']:
+    df.loc[df[column] > 150, column].clip(
+        upper=150, inplace=True)
+std = df['LoanAmount'].std()"""
+
+
+def test_an_in_place_change_of_a_column_is_assigned_back() -> None:
+    fix = assigned_back(LOANS)
+    assert fix is not None
+    assert fix.code.splitlines()[2:7] == [
+        "df['Self_Employed'] = df['Self_Employed'].fillna('No')",
+        "df['LoanAmount'] = df['LoanAmount'].fillna(df['LoanAmount'].median())  # the median",
+        "for column in ['LoanAmount']:",
+        "    df.loc[df[column] > 150, column] = df.loc[df[column] > 150, column].clip(upper=150)",
+        "std = df['LoanAmount'].std()",
+    ]
+    assert fix.said == (
+        "assigned the change back, as pandas 3 needs: df['Self_Employed'] = "
+        "df['Self_Employed'].fillna(...), df['LoanAmount'] = df['LoanAmount'].fillna(...), "
+        "df.loc[df[column] > 150, column] = df.loc[df[column] > 150, column].clip(...)"
+    )
+    # What the cell meant, in the pandas it runs on: the gaps filled, the values clipped.
+    fixed: dict[str, Any] = {}
+    exec(fix.code, fixed)  # noqa: S102 - the test's own code
+    assert fixed["df"]["Self_Employed"].tolist() == ["Yes", "No", "No"]
+    assert fixed["df"]["LoanAmount"].tolist() == [100.0, 130.0, 150.0]
+
+
+@pytest.mark.parametrize(
+    ("code", "why"),
+    [
+        ("df.fillna(0, inplace=True)", "the frame's own method changes it"),
+        ("s = df['a']\ns.fillna(0, inplace=True)", "a Series of its own changes"),
+        ("df['a']['b'].fillna(0, inplace=True)", "an item of an item: assigned, still chained"),
+        ("df['a'].dropna(inplace=True)", "assigned back, pandas aligns: the rows stay"),
+        ("df['a'].sort_values(inplace=True)", "the same"),
+        ("df['a'].fillna(0, inplace=False)", "no in-place change"),
+        ("df['a'].fillna(0, inplace=flag)", "whether in place is not written"),
+        ("x = 1; df['a'].fillna(0, inplace=True)", "another statement on its line"),
+        ("df['a'].fillna(0, inplace=True); x = 1", "the same, after it"),
+        ("df['a'].fillna(\n    0,  # zero\n    inplace=True)", "its comment would be lost"),
+        ("df['a'].fillna(**options, inplace=True)", "arguments it cannot write one by one"),
+        ("filled = df['a'].fillna(0, inplace=True)", "its None is used"),
+        ("df['a'].fillna(0, inplace=True", "no Python"),
+    ],
+)
+def test_no_assignment_unless_it_is_the_change_meant(code: str, why: str) -> None:
+    assert assigned_back(code) is None, why

@@ -46,7 +46,15 @@ from .generate import _prose
 from .inspect_first import inspection_code, loaded_names, named_files, named_frames
 from .messages import text_of
 from .outcome import RunOutcome
-from .own_fix import OwnFix, answer_names, fixes_itself, own_fix, positionals, spellings
+from .own_fix import (
+    OwnFix,
+    answer_names,
+    assigned_back,
+    fixes_itself,
+    own_fix,
+    positionals,
+    spellings,
+)
 from .packages import missing_package
 from .prompts import render
 from .request import Approver, EventCallback, ReviewDecision, RunRequest
@@ -371,7 +379,7 @@ class AgentRun(Retrying):
                 execution, digest = await self._execute(cell_id, attempt)
             versions.add(source)
             if execution.status is CellStatus.OK:
-                answered = self._own_answer(execution, source, digest, attempt)
+                answered = self._own_result_fix(execution, source, digest, attempt)
                 if answered is not None and answered[0].code not in versions:
                     # Costs no attempt, at the last one too (the answer's values stand).
                     await self._own_fixed(cell_id, source, *answered, messages, attempt)
@@ -498,25 +506,32 @@ class AgentRun(Retrying):
         messages += [told, {"role": "assistant", "content": fenced(own.code)}]
         await self.cells.rewrite(cell_id, source, own.code, attempt, cause="own_fix")
 
-    def _own_answer(
+    def _own_result_fix(
         self, execution: Execution, code: str, digest: Digest, attempt: int
     ) -> tuple[OwnFix, dict[str, Any]] | None:
-        """jupyter-ci's own fix of a cell that ran and printed its answer with a value where
-        the request's format has a name (``own_fixes``; :func:`.own_fix.answer_names`), and
-        what the model would have been told instead; None when there is none."""
-        names = list(placeholders(self.request.prompt)) if self.settings.own_fixes else []
-        if not names:
+        """jupyter-ci's own fix of a cell that ran (``own_fixes``) and what the model would have
+        been told instead; None when there is none. Where pandas warned that an in-place
+        change of a column did nothing, the change assigned back
+        (:func:`.own_fix.assigned_back`); else, where the cell printed its answer with a value
+        where the request's format has a name, the answer printed with the format's names
+        (:func:`.own_fix.answer_names`)."""
+        if not self.settings.own_fixes:
             return None
         concerns = output_concerns(execution.outputs, self.request.prompt)
-        concerns = [concern for concern in concerns if concern.kind == "format"]
-        own = answer_names(code, names) if concerns else None
+        noop = [concern for concern in concerns if concern.kind == "noop"]
+        own = assigned_back(code) if noop else None
+        told = noop
+        names = list(placeholders(self.request.prompt))
+        if own is None and names:
+            told = [concern for concern in concerns if concern.kind == "format"]
+            own = answer_names(code, names) if told else None
         if own is None:
             return None
         prompt = render(
             "cell_suspicious",
             attempt=attempt,
             max_attempts=self.settings.max_attempts,
-            concerns=self._describe(concerns),
+            concerns=self._describe(told),
             digest=self.conversation.wrap(digest.text),
             keep="",
         )

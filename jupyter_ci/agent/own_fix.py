@@ -21,7 +21,12 @@ Only where the kernel's facts leave one fix and it cannot change what the cell m
   ``sns``, ``stats``): the import that defines it is put first;
 - a cell that ran but printed its answer with a value where the request's format has a name
   (``@Nigeria[2010]``): when the cell sets a variable of each of the format's names, the print
-  is written once per name (:func:`answer_names`).
+  is written once per name (:func:`answer_names`);
+- a cell that ran while pandas warned that an in-place change of a column did nothing
+  (``ChainedAssignmentError``: ``df[col].fillna(v, inplace=True)`` never changes the frame
+  under pandas 3's Copy-on-Write, as a model trained on older code means it to): each such
+  statement is written as the assignment it means, ``df[col] = df[col].fillna(v)``
+  (:func:`assigned_back`).
 
 Small models fail these most often and fix them least: on the bench's dev set, a 1.5B model
 ended 7 questions on such a ``KeyError`` after three tries that wrote the name the same way,
@@ -32,10 +37,12 @@ from __future__ import annotations
 
 import ast
 import difflib
+import io
 import itertools
 import json
 import keyword
 import re
+import tokenize
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
@@ -347,6 +354,100 @@ def answer_names(code: str, names: Sequence[str]) -> OwnFix | None:
         lines[stmt.lineno - 1 : end] = [written + ending] if stmt is prints[0] else []
     shown = " ".join(f"@{name}[...]" for name in names)
     return OwnFix("".join(lines), f"printed the answer with the request's names, {shown}")
+
+
+#: Methods whose ``inplace=True`` on a column pandas 3 ignores, whose result assigned back to
+#: the column is the change meant (not those that drop or reorder rows: assigned back, pandas
+#: aligns the result by its index and the frame keeps its rows).
+IN_PLACE_METHODS = frozenset(
+    {"fillna", "replace", "ffill", "bfill", "interpolate", "clip", "where", "mask"}
+)
+
+
+def assigned_back(code: str) -> OwnFix | None:
+    """``code`` with each statement ``frame[key].method(..., inplace=True)`` (a method of
+    :data:`IN_PLACE_METHODS`; ``frame`` a name, or a name's attributes such as ``df.loc``) that
+    stands alone on its lines written ``frame[key] = frame[key].method(...)``, its other
+    arguments and its comment as written; None when it has none."""
+    tree = _tree(code)
+    if tree is None:
+        return None
+    lines = code.splitlines(keepends=True)
+    found = sorted(
+        (stmt.lineno, stmt.end_lineno or stmt.lineno, *meant)
+        for stmt in ast.walk(tree)
+        if isinstance(stmt, ast.Expr) and (meant := _assignment(stmt, code, lines)) is not None
+    )
+    if not found:
+        return None
+    for start, end, written, _ in reversed(found):
+        ending = lines[end - 1][len(lines[end - 1].rstrip("\r\n")) :]
+        lines[start - 1 : end] = [written + ending]
+    shown = ", ".join(dict.fromkeys(short for *_, short in found))
+    return OwnFix("".join(lines), f"assigned the change back, as pandas 3 needs: {shown}")
+
+
+def _assignment(stmt: ast.Expr, code: str, lines: list[str]) -> tuple[str, str] | None:
+    """``stmt`` written as the assignment it means (:func:`assigned_back`), with its
+    indentation and comment, and in short (``df['a'] = df['a'].fillna(...)``); None when it is
+    no such statement or shares its lines with another."""
+    call = stmt.value
+    if not (
+        isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Attribute)
+        and call.func.attr in IN_PLACE_METHODS
+        and isinstance(target := call.func.value, ast.Subscript)
+        and _names_only(target.value)
+        and sum(_in_place(keyword) for keyword in call.keywords) == 1
+        and all(keyword.arg is not None for keyword in call.keywords)
+        and stmt.end_lineno is not None
+        and stmt.end_col_offset is not None
+    ):
+        return None
+    first, last = lines[stmt.lineno - 1], lines[stmt.end_lineno - 1]
+    before = first.encode()[: stmt.col_offset].decode()
+    after = last.encode()[stmt.end_col_offset :].decode().strip()
+    if before.strip() or (after and not after.startswith("#")):
+        return None  # another statement on its lines (after a ';')
+    parts = [ast.get_source_segment(code, node) for node in call.args]
+    parts += [
+        f"{keyword.arg}={ast.get_source_segment(code, keyword.value)}"
+        for keyword in call.keywords
+        if not _in_place(keyword)
+    ]
+    column = ast.get_source_segment(code, target)
+    whole = ast.get_source_segment(code, stmt) or ""
+    if column is None or any(part is None for part in parts) or _commented(whole):
+        return None  # a comment inside the statement would be lost
+    method = f"{column}.{call.func.attr}"
+    written = f"{before}{column} = {method}({', '.join(map(str, parts))})"
+    return written + (f"  {after}" if after else ""), f"{column} = {method}(...)"
+
+
+def _commented(code: str) -> bool:
+    """Whether ``code`` holds a comment (not a ``#`` in a string)."""
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return True
+    return any(token.type == tokenize.COMMENT for token in tokens)
+
+
+def _in_place(keyword: ast.keyword) -> bool:
+    """Whether a call's keyword is ``inplace=True``."""
+    return (
+        keyword.arg == "inplace"
+        and isinstance(keyword.value, ast.Constant)
+        and keyword.value.value is True
+    )
+
+
+def _names_only(node: ast.expr) -> bool:
+    """Whether ``node`` is a name or a name's attributes (``df``, ``df.loc``, ``self.df``): an
+    assignment to its item changes the frame, where one to an item of an item would not."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name)
 
 
 def _assigned(tree: ast.Module) -> set[str]:

@@ -106,3 +106,37 @@ def test_an_answer_printed_with_a_value_for_its_name_is_fixed_and_said(
     shown = steps(page)
     assert "Fixed by jupyter-ci" in shown, shown
     in_both_themes(page, "own_fix_answer")
+
+
+IN_PLACE = (
+    "import pandas as pd\ngusts = pd.DataFrame({'speed': [20.0, None, 40.0]})\n"
+    "gusts['speed'].fillna(30.0, inplace=True)\n"
+    "print(f\"@mean_speed[{gusts['speed'].mean()}] @gaps[{gusts['speed'].isna().sum()}]\")"
+)
+
+
+def test_an_in_place_change_pandas_ignored_is_assigned_back_and_said(
+    model_context: Any, model_lab: Lab, model: ScriptedModelServer
+) -> None:
+    """pandas 3 warns that the model's in-place fill changed nothing; jupyter-ci writes the
+    assignment it means, and the cell's second run prints the filled column's figures."""
+    model.set_script([Reply.code(IN_PLACE), Reply.text("The mean is 30.0, no gaps left.")])
+    request = "%%ci fill the gaps with 30 and give @mean_speed[value] @gaps[count]"
+    page, all_cells = run_to_the_end(model_context, model_lab, request)
+    (fixed,) = generated(all_cells)
+    assert fixed["source"] == IN_PLACE.replace(
+        "gusts['speed'].fillna(30.0, inplace=True)",
+        "gusts['speed'] = gusts['speed'].fillna(30.0)",
+    )
+    assert fixed["metadata"]["jupyter_ci"]["attempt"] == 1
+    printed = text_of(fixed["outputs"])
+    assert "@mean_speed[30.0] @gaps[0]" in printed, printed
+    assert "ChainedAssignmentError" not in printed, printed
+    assert len(model.chat_requests) == 2  # the cell, then the answer: none for the fix
+    notice_said(
+        page,
+        f"{OWN_FIX_NOTICE}: assigned the change back, as pandas 3 needs: "
+        f"gusts['speed'] = gusts['speed'].fillna(...) ({OWN_FIX_FREE}).",
+    )
+    assert "Fixed by jupyter-ci" in steps(page)
+    in_both_themes(page, "own_fix_in_place")
