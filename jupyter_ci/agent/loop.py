@@ -519,13 +519,13 @@ class AgentRun(Retrying):
             return None
         concerns = output_concerns(execution.outputs, self.request.prompt)
         noop = [concern for concern in concerns if concern.kind == "noop"]
-        own = assigned_back(code) if noop else None
-        told = noop
         names = list(placeholders(self.request.prompt))
-        if own is None and names:
-            told = [concern for concern in concerns if concern.kind == "format"]
-            own = answer_names(code, names) if told else None
-        if own is None:
+        form = [concern for concern in concerns if concern.kind == "format"] if names else []
+        if noop and (own := assigned_back(code)) is not None:
+            told = noop
+        elif form and (own := answer_names(code, names)) is not None:
+            told = form
+        else:
             return None
         prompt = render(
             "cell_suspicious",

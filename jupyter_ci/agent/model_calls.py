@@ -108,7 +108,7 @@ class ModelCalls:
         self._notice = notice
         #: What the run's calls used so far.
         self.usage = TokenUsage()
-        #: Requests the run sent so far (each has its own seed, see :meth:`_seed`).
+        #: Requests the run sent so far (each has its own seed, see :meth:`_next_seed`).
         self._sent = 0
         self._task: asyncio.Task[ModelReply] | None = None
         #: The cap the call in progress reached as its reply streamed (its stream is closed).
@@ -180,7 +180,7 @@ class ModelCalls:
     ) -> ModelReply:
         tools = [RUN_PYTHON_TOOL] if self.use_tools else None
         extra: dict[str, Any] = {"temperature": temperature} if temperature is not None else {}
-        seed = self._seed()
+        seed = self._next_seed()
         if seed is not None:
             extra["seed"] = seed
         self._task = asyncio.ensure_future(
@@ -200,7 +200,7 @@ class ModelCalls:
             raise ModelError("bad_reply", "The model's reply stream ended before it was complete.")
         return reply
 
-    def _seed(self) -> int | None:
+    def _next_seed(self) -> int | None:
         """The next request's seed: ``seed`` plus the requests the run sent before it (None
         without a seed). A run stays reproducible, and no two of its requests share a seed: with
         one seed for all, a prompt asked again at the same temperature (a fix that repeated the
