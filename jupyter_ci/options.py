@@ -267,8 +267,9 @@ OPTIONS: tuple[Option, ...] = (
         "fresh_fixes",
         bool,
         True,
-        "Ask for each fix afresh: the request with a short account of the failed tries (their "
-        "code and how each failed), instead of the whole conversation with every failed try.",
+        "Ask for each fix afresh: the request with a short account of the failed tries (how "
+        "each ended: a try that raised by its error and the line that raised, not its code), "
+        "instead of the whole conversation with every failed try.",
         after_failure=True,
     ),
     Option(

@@ -127,14 +127,19 @@ async def test_a_fresh_fix_starts_again_from_the_request(iris: KernelWorkspace) 
     assert second.messages[:2] == first.messages
     told = last_user(second)
     assert told.startswith("Write this cell again. Earlier tries of it did not work (1 of 3")
-    assert f"Try 1:\n```python\n{WRONG}\n```\nIt failed:\n[error]\nKeyError: 'petal_len'" in told
+    # The try that raised is told by its error and the line that raised, not by its code,
+    # which a small model shown it wrote back unchanged.
+    assert "Try 1: It failed:\n[error]\nKeyError: 'petal_len'" in told
+    assert f"----> 1 {WRONG}" in told
+    assert "```python\n" not in told
     assert "closest to 'petal_len' among iris's columns: 'petal_length'" in told
     assert "Start again from the request" in told
     assert "If the last try's result is right" not in told
     # The next one tells both tries, and still carries no earlier reply.
     assert [m["role"] for m in third.messages] == ["system", "user", "user"]
-    assert "Try 1:" in last_user(third)
-    assert "Try 2:\n```python\n" + ALSO_WRONG in last_user(third)
+    assert "Try 1: It failed:" in last_user(third)
+    assert "Try 2: It failed:\n[error]\nKeyError: 'petal_size'" in last_user(third)
+    assert "```python\n" not in last_user(third)
     assert "(2 of 3 attempts used)" in last_user(third)
     # After the fix ran, the run goes on from the fresh conversation and the fixed code.
     assert [m["role"] for m in answer.messages] == ["system", "user", "user", "assistant", "user"]
@@ -957,8 +962,9 @@ async def test_a_result_kept_twice_that_cannot_be_right_uses_an_attempt(
     notices = [e["text"] for e in recorder.of("message") if e["role"] == "notice"]
     assert f"{KEPT_WRONG_NOTICE}; {ONCE_MORE}." in notices
     assert f"{KEPT_WRONG_NOTICE} (attempt 2/3)." in notices
-    if fresh_fixes:  # the account tells the keep
+    if fresh_fixes:  # the account tells the keep, and shows the code whose result looked wrong
         assert "Try 2: kept unchanged, though its result cannot be right as written" in asked[3]
+        assert f"Try 1:\n```python\n{spaced}\n```\nIt ran, but its result looks wrong" in asked[3]
     else:
         assert "attempt 2 of 3 is used up" in asked[3]
         assert "with this name exactly: @mean[value]" in asked[3]

@@ -568,7 +568,7 @@ class AgentRun(Retrying):
         self._move(RunState.FIXING, LOOKS_WRONG)
         self._look_again_notice(concerns, attempt + 1)
         described = self._describe(concerns)
-        tries.append(Tried(source, "It ran, but its result looks wrong", described))
+        tries.append(Tried(source, "It ran, but its result looks wrong", described, shown=True))
         keep = may_be_right(concerns)
         prompt = render(
             "cell_suspicious",
