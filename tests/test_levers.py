@@ -333,6 +333,7 @@ async def test_a_fix_that_keeps_the_line_that_failed_is_not_run(
     if fresh_fixes:
         assert "Not run: it keeps the line that raised the error unchanged" in fourth
         assert "line 1: size = iris['petal_len']" in fourth
+        assert "```python\n" not in fourth  # neither try's code: told where they fail
     else:
         assert fourth.startswith(
             "Your corrected code is the code that just failed up to its line 1, which raised "
