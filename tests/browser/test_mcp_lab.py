@@ -13,9 +13,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import nbformat
 import pytest
 
+from ..saved_files import whole_notebook
 from .chat import PANEL, open_chat
 from .lab import ARTIFACTS, Lab
 from .mcp_agent import Agent, agent
@@ -115,8 +115,7 @@ def test_an_agents_execute_appears_and_runs_in_the_open_notebook(
 
     # On disk: saved by the tab (with real-time collaboration, by the server's shared document).
     def saved() -> bool:
-        text = (Path(model_lab.root_dir) / path).read_text()
-        on_disk = nbformat.reads(text, as_version=4) if text.strip() else None
+        on_disk, _ = whole_notebook(Path(model_lab.root_dir) / path)
         return on_disk is not None and [c.source for c in on_disk.cells] == [
             c["source"] for c in shown
         ]

@@ -8,10 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import nbformat
-
 from jupyter_ci.testing import Reply, ScriptedModelServer
 
+from ..saved_files import whole_notebook
 from ..test_install import PACKAGE, USES_IT
 from .chat import ask, by_testid, conversation_text, open_chat, runs, wait_run_state
 from .lab import Lab
@@ -175,8 +174,8 @@ def test_a_ci_answer_is_written_under_its_cell_inert_saved_and_kept_on_a_rerun(
     activate(page, path)
     command(page, "docmanager:save")
     saved = wait_until(
-        lambda: (lambda nb: nb if len(nb.cells[1].outputs) == 2 else None)(
-            nbformat.read(str(Path(model_lab.root_dir) / path), as_version=4)
+        lambda: (lambda nb: nb if nb is not None and len(nb.cells[1].outputs) == 2 else None)(
+            whole_notebook(Path(model_lab.root_dir) / path)[0]
         ),
         30,
         "the saved answer",

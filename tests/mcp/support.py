@@ -14,6 +14,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types import CallToolResult, Implementation
 
+from ..saved_files import whole_notebook
+
 
 @contextlib.asynccontextmanager
 async def http_client(
@@ -60,25 +62,38 @@ def write_notebook(path: Path, *sources: str) -> list[str]:
     return [cell.id for cell in notebook.cells]
 
 
-def read_notebook(path: Path) -> Any:
-    """The notebook file as it is on disk."""
-    return nbformat.read(path, as_version=4)
+def read_notebook(path: Path, timeout: float = 15) -> Any:
+    """The notebook file as it is on disk, once it is whole.
+
+    A file caught half written by the server's save (see :mod:`tests.saved_files`) is read again.
+    """
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        notebook, error = whole_notebook(path)
+        if notebook is not None:
+            return notebook
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{path} was not a whole notebook within {timeout} s: {error}")
+        time.sleep(0.05)
 
 
 async def on_disk(path: Path, ready: Any, timeout: float = 15) -> Any:
     """The notebook file once ``ready(notebook)`` holds: a cell's outputs are written into the
-    file a moment after its call returned (calls in a row share one write)."""
+    file a moment after its call returned (calls in a row share one write), and a file caught
+    half written is read again."""
     import asyncio
     import time
 
     deadline = time.monotonic() + timeout
     while True:
-        text = await asyncio.to_thread(path.read_text, encoding="utf-8")
-        notebook = nbformat.reads(text, as_version=4) if text.strip() else None
+        notebook, error = await asyncio.to_thread(whole_notebook, path)
         if notebook is not None and ready(notebook):
             return notebook
         if time.monotonic() > deadline:
-            raise AssertionError(f"{path} was not written as expected within {timeout} s")
+            why = f": {error}" if error else ""
+            raise AssertionError(f"{path} was not written as expected within {timeout} s{why}")
         await asyncio.sleep(0.05)
 
 
