@@ -175,6 +175,88 @@ def test_an_error_about_missing_values_gets_the_columns_that_have_them(evalue: s
     assert "B" not in lines[0]
 
 
+class Scorer:
+    """A library's class whose newer version dropped a keyword, and a property that must not
+    run when the context reads the class's names."""
+
+    def score(self, y_true: Any, y_pred: Any, *, sample_weight: Any = None) -> float:
+        return 0.0
+
+    @staticmethod
+    def rmse(y_true: Any, y_pred: Any, weights: Any = "secret-default") -> float:
+        return 0.0
+
+    reads: list[str] = []
+
+    @property
+    def trap(self) -> Scorer:
+        Scorer.reads.append("trap")
+        return self
+
+
+def error_of(ns: dict[str, Any], code: str) -> tuple[str, str]:
+    try:
+        exec(code, dict(ns))  # noqa: S102 - the test's own cell, as a kernel runs it
+    except TypeError as error:
+        return type(error).__name__, str(error)
+    raise AssertionError("the cell ran")
+
+
+@pytest.mark.parametrize(
+    ("code", "told"),
+    [
+        # A method read off an instance: its parameters without self.
+        (
+            "scorer.score(a, b, squared=False)",
+            "scorer.score takes the parameters (y_true, y_pred, *, sample_weight): "
+            "none is named 'squared'",
+        ),
+        # A static method through a module-like dotted name, with a near name.
+        (
+            "Scorer.rmse(a, b, weight=w)",
+            "Scorer.rmse takes the parameters (y_true, y_pred, weights): none is named 'weight'",
+        ),
+        # A function of the namespace's, called inside an expression.
+        (
+            "print(round(mean(xs, skip_na=True), 2))",
+            "mean takes the parameters (values, *args, ignore_nan, **options): "
+            "none is named 'skip_na'",
+        ),
+    ],
+)
+def test_a_keyword_a_function_does_not_take_gets_its_parameters(code: str, told: str) -> None:
+    def mean(values: Any, *args: Any, ignore_nan: bool = False, **options: Any) -> Any:
+        raise TypeError("mean() got an unexpected keyword argument 'skip_na'")
+
+    ns = {"scorer": Scorer(), "Scorer": Scorer, "mean": mean, "a": 1, "b": 2, "w": 3, "xs": []}
+    ename, evalue = error_of(ns, code)
+    lines = fix_context_here(ns, ename, evalue, code)
+    assert lines[0] == told
+    assert lines[-1] == "advice: unknown_keyword"
+    if "weight=" in code:
+        assert lines[1] == "closest to 'weight' among Scorer.rmse's parameters: 'weights'"
+    # Names only: a parameter's default is a value and is never told.
+    assert "secret-default" not in " ".join(lines)
+    facts, advice = split_advice(lines)
+    assert facts == lines[:-1]
+    assert advice == [ADVICE["unknown_keyword"]]
+    assert "squared" not in advice[0]
+    assert "weight" not in advice[0]
+
+
+def test_a_keyword_error_names_only_what_the_cell_calls_with_that_keyword() -> None:
+    ns = {"scorer": Scorer(), "Scorer": Scorer}
+    evalue = "Scorer.score() got an unexpected keyword argument 'squared'"
+    # The property is never read (getattr_static), a name the cell calls without the keyword
+    # or a callee that is no dotted name (a call's result) is not told, nor is a cell that
+    # does not parse.
+    code = "scorer.trap.score(a, squared=1)\nScorer.rmse(a, b)\nmake().score(a, b, squared=True)"
+    assert fix_context_here(ns, "TypeError", evalue, code) == []
+    assert Scorer.reads == []
+    assert fix_context_here(ns, "TypeError", evalue, "scorer.score(a, b, squared=") == []
+    assert fix_context_here(ns, "TypeError", evalue, "%time scorer.score(squared=1)") == []
+
+
 def test_nothing_is_said_when_nothing_fits(namespace: dict[str, Any]) -> None:
     assert fix_context_here(namespace, "ZeroDivisionError", "division by zero", "1/0") == []
     assert fix_context_here(namespace, "KeyError", "'x'", "other['x']") == []

@@ -178,6 +178,30 @@ async def test_an_answer_line_written_as_code_gets_the_advice(
     assert ADVICE["answer_as_code"] in fix_request.rsplit("</untrusted-data", 1)[1]
 
 
+async def test_a_keyword_the_function_does_not_take_is_told_its_parameters(
+    iris_workspace: KernelWorkspace,
+) -> None:
+    """A model trained on an older library passes a keyword a newer one removed (scikit-learn's
+    ``squared=False``, three times in a row on the dev set): the fix is told the parameters."""
+    setup = "def error_of(y_true, y_pred, *, sample_weight=None):\n    return 0.5\n"
+    script = [
+        Reply.code(setup + "print(error_of([1], [2], squared=False))"),
+        Reply.code(setup + "print(error_of([1], [2]) ** 0.5)"),
+        Reply.text("0.707"),
+    ]
+    with ScriptedModelServer(script) as server:
+        outcome = await run_loop(iris_workspace, server, "the error's root")
+        fix_request = server.chat_requests[1].body["messages"][-1]["content"]
+    assert outcome.state is RunState.DONE, outcome.error
+    inside, after = fix_request.split("What is there now, read from the kernel:\n")[1].split(
+        "</untrusted-data", 1
+    )
+    assert (
+        "error_of takes the parameters (y_true, y_pred, *, sample_weight): none is named 'squared'"
+    ) in inside
+    assert ADVICE["unknown_keyword"] in after
+
+
 #: Settings where a reply cannot differ from the last to the same prompt (temperature 0, no fix
 #: temperatures): a fix that runs nothing is not asked for once more, free (test_levers.py).
 DETERMINISTIC: dict[str, Any] = {"temperature": 0, "fix_temperatures": ""}

@@ -17,6 +17,9 @@ what fits the error (:data:`FIX_CONTEXT_SOURCE`):
   those closest to the missing one;
 - a dtype error (``TypeError``/``ValueError`` about types or conversions): the dtypes of the
   frames the code names;
+- a ``TypeError`` about a keyword argument a callable does not take (a newer library's
+  ``mean_squared_error`` has no ``squared``): the parameters' names of each callable the cell
+  calls with it by a dotted name, and those closest to it;
 - a ``ValueError`` about missing values (scikit-learn's "Input X contains NaN"): the columns of
   those frames that have any.
 
@@ -167,6 +170,66 @@ def missing_name(ename, evalue):
     return match.group(1) if match and match.group(1) else None
 
 
+def unknown_keyword(evalue):
+    # TypeError's text for a keyword a callable does not take (a library's newer version may
+    # have removed it: scikit-learn's mean_squared_error(..., squared=False)).
+    match = re.search(r"unexpected keyword argument '([^']+)'", evalue or "")
+    return match.group(1) if match else None
+
+
+def parameters(ns, code, keyword):
+    # The callables the cell calls with the keyword, by their dotted names, and their
+    # parameters' names (never defaults: names only). A name is read with getattr_static, so
+    # no property or __getattr__ of the user's runs; a method read off an instance loses self.
+    import ast
+    import inspect
+    import types
+
+    try:
+        tree = ast.parse(code or "")
+    except (SyntaxError, ValueError):
+        return []
+    found = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or all(k.arg != keyword for k in node.keywords):
+            continue
+        parts, target = [], node.func
+        while isinstance(target, ast.Attribute):
+            parts.insert(0, target.attr)
+            target = target.value
+        if not isinstance(target, ast.Name) or target.id not in ns:
+            continue
+        name = ".".join([target.id, *parts])
+        try:
+            holder, value = None, ns[target.id]
+            for part in parts:
+                holder, value = value, inspect.getattr_static(value, part)
+            if isinstance(value, (staticmethod, classmethod)):
+                value = value.__func__
+            bound = holder is not None and not isinstance(holder, (type, types.ModuleType))
+            listed = list(inspect.signature(value).parameters.values())
+        except Exception:
+            continue
+        if bound and inspect.isfunction(value) and listed:
+            listed = listed[1:]
+        shown, star = [], False
+        for parameter in listed:
+            if parameter.kind is parameter.VAR_POSITIONAL:
+                shown.append("*" + parameter.name)
+                star = True
+            elif parameter.kind is parameter.VAR_KEYWORD:
+                shown.append("**" + parameter.name)
+            elif parameter.kind is parameter.POSITIONAL_ONLY:
+                shown.append(parameter.name)
+            else:
+                if parameter.kind is parameter.KEYWORD_ONLY and not star:
+                    shown.append("*")
+                    star = True
+                shown.append(parameter.name)
+        found[name] = (shown, [p.name for p in listed])
+    return list(found.items())[:5]
+
+
 def context(ns, ename, evalue, code):
     lines = []
     missing = missing_name(ename, evalue)
@@ -233,6 +296,16 @@ def context(ns, ename, evalue, code):
             if gaps:
                 lines.append(f"{name}'s columns with missing values: {quoted(gaps)}")
                 lines.append("advice: missing_values")
+    elif ename == "TypeError" and unknown_keyword(evalue):
+        keyword = unknown_keyword(evalue)
+        for name, (shown, names) in parameters(ns, code, keyword):
+            lines.append(
+                f"{name} takes the parameters ({', '.join(shown)}): none is named {keyword!r}"
+            )
+            near = closest(keyword, names)
+            if near:
+                lines.append(f"closest to {keyword!r} among {name}'s parameters: {quoted(near)}")
+            lines.append("advice: unknown_keyword")
     elif ename in ("TypeError", "ValueError") and re.search(
         r"dtype|convert|unsupported operand|not supported between|must be real number|"
         r"could not|invalid literal|Can only use .str",
@@ -270,6 +343,11 @@ ADVICE = {
     ),
     "missing_values": (
         "Drop or fill the rows with missing values in the columns the cell uses before computing."
+    ),
+    "unknown_keyword": (
+        "The function named above takes no parameter of the name the cell passed (a newer "
+        "version of its library may have removed or renamed it): call it with the parameters "
+        "it lists, and compute what the removed one did in the cell if the request needs it."
     ),
     "answer_as_code": (
         "An answer line such as @name[value] is text the cell prints, not Python code: build "
