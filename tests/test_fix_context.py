@@ -18,6 +18,7 @@ from jupyter_ci.agent.fix_context import (
     same_code,
     split_advice,
 )
+from jupyter_ci.agent.own_fix import numeric_frames
 
 
 @pytest.fixture
@@ -151,6 +152,9 @@ def test_a_missing_file_gets_the_files_of_its_folder(
 def test_a_dtype_error_gets_the_dtypes(namespace: dict[str, Any]) -> None:
     evalue = "could not convert string to float: '1,5'"
     lines = fix_context_here(namespace, "ValueError", evalue, "df['price'].astype(float)")
+    # A frame with columns of text is named for jupyter-ci's own fix, never to the model.
+    lines, numeric = numeric_frames(lines)
+    assert numeric == {"df"}
     assert len(lines) == 1
     assert lines[0].startswith("df's dtypes: petal_length: float64, Species: ")
 

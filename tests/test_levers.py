@@ -658,6 +658,25 @@ async def test_a_change_pandas_says_did_nothing_is_looked_at(
     assert outcome.attempts == 2
 
 
+async def fixed_at_the_last_attempt(
+    iris: KernelWorkspace, cell: str, answer: str, request: str, **options: Any
+) -> tuple[Any, list[str], str]:
+    """A one-attempt run whose only cell jupyter-ci fixes itself: the cell as it ends, the own
+    fix's notices, and the messages the answer was asked with."""
+    recorder = Recorder()
+    with ScriptedModelServer([Reply.code(cell), Reply.text(answer)]) as server:
+        outcome = await run_loop(
+            iris, server, request, recorder=recorder, max_attempts=1, **options
+        )
+        assert len(server.chat_requests) == 2  # no model call for the fix
+        answering = "\n".join(str(m["content"]) for m in server.chat_requests[1].messages)
+    assert outcome.state is RunState.DONE, outcome.error
+    assert outcome.attempts == 1  # at the last attempt too, using none
+    notices = [e["text"] for e in recorder.events if e.get("role") == "notice"]
+    own = [notice for notice in notices if notice.startswith(OWN_FIX_NOTICE)]
+    return (await iris.read_cells())[-1], own, answering
+
+
 @pytest.mark.asyncio
 @pytest.mark.parametrize("fresh_fixes", [True, False])
 async def test_a_change_pandas_says_did_nothing_is_assigned_back_by_jupyter_ci(
@@ -671,33 +690,43 @@ async def test_a_change_pandas_says_did_nothing_is_assigned_back_by_jupyter_ci(
         "df['a'].fillna(2, inplace=True)  # the gaps\n"
         "print(f\"@total[{df['a'].sum()}] @gaps[{df['a'].isna().sum()}]\")"
     )
-    script = [Reply.code(chained), Reply.text("@total[6.0] @gaps[0]")]
-    recorder = Recorder()
-    with ScriptedModelServer(script) as server:
-        outcome = await run_loop(
-            iris,
-            server,
-            "fill the gaps with 2 @total[sum] @gaps[count]",
-            recorder=recorder,
-            fresh_fixes=fresh_fixes,
-            max_attempts=1,
-        )
-        assert len(server.chat_requests) == 2  # no model call for the fix
-        answering = "\n".join(str(m["content"]) for m in server.chat_requests[1].messages)
-    assert outcome.state is RunState.DONE, outcome.error
+    request = "fill the gaps with 2 @total[sum] @gaps[count]"
+    cell, own, answering = await fixed_at_the_last_attempt(
+        iris, chained, "@total[6.0] @gaps[0]", request, fresh_fixes=fresh_fixes
+    )
     assigned = "df['a'] = df['a'].fillna(2)  # the gaps"
     assert assigned in answering  # the answer is asked knowing the cell as it is
-    cells = await iris.read_cells()
-    assert cells[-1].source == chained.replace(
-        "df['a'].fillna(2, inplace=True)  # the gaps", assigned
-    )
-    shown = "".join(output.get("text", "") for output in cells[-1].outputs)
+    assert cell.source == chained.replace("df['a'].fillna(2, inplace=True)  # the gaps", assigned)
+    shown = "".join(output.get("text", "") for output in cell.outputs)
     assert shown == "@total[6.0] @gaps[0]\n"  # filled, and pandas has nothing to warn about
-    assert outcome.attempts == 1  # at the last attempt too, using none
-    notices = [e["text"] for e in recorder.events if e.get("role") == "notice"]
-    assert [notice for notice in notices if notice.startswith(OWN_FIX_NOTICE)] == [
+    assert own == [
         f"{OWN_FIX_NOTICE}: assigned the change back, as pandas 3 needs: "
         f"df['a'] = df['a'].fillna(...) ({OWN_FIX_FREE})."
+    ]
+
+
+@pytest.mark.asyncio
+async def test_a_reduction_that_raised_on_text_is_given_numeric_only_by_jupyter_ci(
+    iris: KernelWorkspace,
+) -> None:
+    # The dev set's 310: titanic.corr() raised on the passengers' names in all three tries.
+    if int(pd.__version__.split(".")[0]) < 2:
+        pytest.skip("pandas before 2 leaves the text columns out by itself")
+    written = (
+        "import pandas as pd\n"
+        "people = pd.DataFrame({'name': ['a', 'b', 'c'], 'age': [20, 30, 40], 'fare': [1, 2, 4]})\n"
+        "matrix = people.corr()\n"
+        "print(f\"@age_fare[{matrix.loc['age', 'fare']:.2f}]\")"
+    )
+    cell, own, _ = await fixed_at_the_last_attempt(
+        iris, written, "@age_fare[0.98]", "correlate @age_fare[r]"
+    )
+    assert cell.source == written.replace("people.corr()", "people.corr(numeric_only=True)")
+    assert "".join(output.get("text", "") for output in cell.outputs) == "@age_fare[0.98]\n"
+    assert own == [
+        f"{OWN_FIX_NOTICE}: passed numeric_only=True to people.corr(): since pandas 2 the "
+        f"columns that hold no numbers make it raise, where pandas before left them out "
+        f"({OWN_FIX_FREE})."
     ]
 
 

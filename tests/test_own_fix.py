@@ -9,11 +9,13 @@ import pytest
 
 from jupyter_ci.agent.fix_context import fix_context_here
 from jupyter_ci.agent.own_fix import (
+    NUMERIC_ONLY_LINE,
     POSITIONAL_LINE,
     SPELLED_LINE,
     answer_names,
     assigned_back,
     named_file,
+    numeric_frames,
     own_fix,
     positionals,
     renames_columns,
@@ -200,6 +202,73 @@ def test_a_forged_positional_line_can_only_name_a_name() -> None:
         f"{POSITIONAL_LINE}not json",
     ]
     assert positionals(lines) == ([], {"monthly"})
+
+
+PASSENGERS = pd.DataFrame(
+    {"Name": ["Braund, Mr. Owen", "Cumings, Mrs. John"], "Sex": ["male", "female"]}
+    | {"Age": [22.0, 38.0], "Fare": [7.25, 71.28], "Survived": [0, 1]}
+)
+
+
+def reduction_fixed(namespace: dict[str, Any], code: str) -> str | None:
+    """Run ``code`` as the kernel would: it raises on the frame's text; jupyter-ci's fix."""
+    with pytest.raises((TypeError, ValueError)) as raised:
+        exec(code, namespace)  # noqa: S102 - the test's own code, for the real error text
+    ename, evalue = type(raised.value).__name__, str(raised.value)
+    lines, numeric = numeric_frames(fix_context_here(namespace, ename, evalue, code))
+    assert not any(line.startswith(NUMERIC_ONLY_LINE) for line in lines)  # never to the model
+    fixed = own_fix(code, ename, evalue, {}, set(), [], numeric)
+    return None if fixed is None else fixed.code
+
+
+@pytest.mark.parametrize(
+    ("code", "fixed"),
+    [
+        # The dev set's 310 and 117: a 1.5B model wrote it in all three tries.
+        ("matrix = titanic.corr()", "matrix = titanic.corr(numeric_only=True)"),
+        (
+            "print(titanic.corr(method='spearman')['Age'].idxmax(), 'é')",
+            "print(titanic.corr(method='spearman', numeric_only=True)['Age'].idxmax(), 'é')",
+        ),
+        (
+            "by_sex = titanic.groupby('Sex').mean()\nspread = titanic.std()",
+            "by_sex = titanic.groupby('Sex').mean(numeric_only=True)\n"
+            "spread = titanic.std(numeric_only=True)",
+        ),
+        (
+            "m = titanic.mean(\n    skipna=True,\n)",
+            "m = titanic.mean(\n    skipna=True,\nnumeric_only=True)",
+        ),
+    ],
+)
+def test_a_reduction_that_raised_on_text_columns_leaves_them_out(code: str, fixed: str) -> None:
+    namespace: dict[str, Any] = {"titanic": PASSENGERS.copy()}
+    assert reduction_fixed(namespace, code) == fixed
+    exec(fixed, namespace)  # noqa: S102 - it runs now, as pandas before 2 ran the cell
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "titanic['Name'].mean()",  # a column: the model's to convert or leave
+        "titanic.corr(numeric_only=False)",  # asked for as it is
+        "titanic.mean(**options)",  # may pass it already
+        "titanic.groupby('Sex')['Name'].mean()",  # one column of text
+        "float(titanic['Name'][0])",  # no reduction at all
+    ],
+)
+def test_no_numeric_only_where_the_cell_means_its_columns(code: str) -> None:
+    namespace: dict[str, Any] = {"titanic": PASSENGERS.copy(), "options": {}}
+    assert reduction_fixed(namespace, code) is None
+
+
+def test_a_frame_of_numbers_is_never_named_for_numeric_only() -> None:
+    numbers = PASSENGERS[["Age", "Fare"]].copy()
+    code = "numbers.corr(); int('x')"
+    lines = fix_context_here({"numbers": numbers}, "ValueError", "could not convert", code)
+    assert numeric_frames(lines) == (lines, set())
+    forged = [f'{NUMERIC_ONLY_LINE}"titanic"', f"{NUMERIC_ONLY_LINE}\"__import__('os')\""]
+    assert numeric_frames(forged) == ([], {"titanic"})
 
 
 MISSING = "[Errno 2] No such file or directory: 'unemployment_industry.csv'"

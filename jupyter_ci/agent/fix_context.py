@@ -16,7 +16,9 @@ what fits the error (:data:`FIX_CONTEXT_SOURCE`):
 - ``FileNotFoundError``: the files in the folder the path names (else the working folder), and
   those closest to the missing one;
 - a dtype error (``TypeError``/``ValueError`` about types or conversions): the dtypes of the
-  frames the code names;
+  frames the code names, and which of them have a column that holds no numbers
+  (``numeric_only:`` lines, for the own fix of a reduction such as ``df.corr()``; never sent
+  to the model);
 - a ``TypeError`` about a keyword argument a callable does not take (a newer library's
   ``mean_squared_error`` has no ``squared``): the parameters' names of each callable the cell
   calls with it by a dotted name, and those closest to it;
@@ -140,6 +142,15 @@ def mappings(ns, code):
         if isinstance(value, dict) and value:
             found.append((name, value))
     return found[:5]
+
+
+def no_numbers(frame):
+    # Whether a data frame has a column of text, dates or objects (pandas' numeric_only
+    # leaves it out): for jupyter-ci's own fix of a reduction that raised on it.
+    try:
+        return len(frame.select_dtypes(exclude=["number", "bool"]).columns) > 0
+    except Exception:
+        return False
 
 
 def missing_key(evalue):
@@ -314,6 +325,8 @@ def context(ns, ename, evalue, code):
         for name, frame in frames(ns, code):
             types = [f"{column}: {dtype}" for column, dtype in frame.dtypes.items()]
             lines.append(f"{name}'s dtypes: " + ", ".join(types[:MAX_NAMES])[:MAX_LINE])
+            if no_numbers(frame):
+                lines.insert(0, f"numeric_only: {json.dumps(name)}")
     return [line[:MAX_LINE] for line in list(dict.fromkeys(lines))[:14]]
 
 

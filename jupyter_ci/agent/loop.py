@@ -51,6 +51,7 @@ from .own_fix import (
     answer_names,
     assigned_back,
     fixes_itself,
+    numeric_frames,
     own_fix,
     positionals,
     spellings,
@@ -656,10 +657,11 @@ class AgentRun(Retrying):
             lines = []
         lines, pairs = spellings(lines)
         lines, positional = positionals(lines)
+        lines, numeric = numeric_frames(lines)
         own = None
         if self.settings.own_fixes:
             named = named_files(self.request.prompt, self.files.listed)
-            own = own_fix(code, ename, evalue, pairs, positional, named)
+            own = own_fix(code, ename, evalue, pairs, positional, named, numeric)
         facts, advice = split_advice(lines)
         if ename == "SyntaxError" and answer_as_code(code):
             advice.append(ADVICE["answer_as_code"])

@@ -17,6 +17,11 @@ Only where the kernel's facts leave one fix and it cannot change what the cell m
 - a ``FileNotFoundError`` on a path close to the one data file the request names (the model
   "corrected" the user's ``unemployement_industry.csv``): the path is written as the request
   names it;
+- a ``TypeError`` or ``ValueError`` of a frame's reduction (``titanic.corr()``,
+  ``df.groupby('k').mean()``) on a column that holds no numbers: pandas 2 made their
+  ``numeric_only`` False by default, pandas before left such columns out, as a model trained on
+  older code means; each such call on a frame the kernel names (``numeric_only:`` lines) is
+  passed ``numeric_only=True`` (:func:`numeric_only`);
 - a ``NameError`` on one of the usual names of the data libraries (``pd``, ``np``, ``plt``,
   ``sns``, ``stats``): the import that defines it is put first;
 - a cell that ran but printed its answer with a value where the request's format has a name
@@ -56,6 +61,18 @@ SPELLED_LINE = "spelled: "
 #: cell looked an integer up in (``positional: "name"``): pandas 3 looks it up as a label, as
 #: ``KeyError: 0`` says; pandas before 3 took it as a position, as the model's code meant.
 POSITIONAL_LINE = "positional: "
+
+#: How the kernel's context names a data frame the cell names that has a column of text, dates
+#: or other values that are no numbers (``numeric_only: "name"``), given with an error of a
+#: reduction such as ``df.corr()``: pandas 2 made its ``numeric_only`` False by default, so the
+#: call raises where pandas before left those columns out, as a model trained on older code means.
+NUMERIC_ONLY_LINE = "numeric_only: "
+
+#: The frame methods (and those of a frame's ``groupby(...)``) whose ``numeric_only`` pandas 2
+#: made False by default, and that raise on a column that holds no numbers.
+NUMERIC_REDUCTIONS = frozenset(
+    {"corr", "cov", "mean", "median", "std", "var", "sem", "skew", "kurt", "prod"}
+)
 
 #: What the name a ``KeyError`` is about may differ by from the one column it means, case
 #: aside: spaces, underscores, punctuation (``'DATE_TIME'`` for ``'DATE TIME'``,
@@ -104,16 +121,28 @@ def spellings(lines: list[str]) -> tuple[list[str], dict[str, str]]:
 def positionals(lines: list[str]) -> tuple[list[str], set[str]]:
     """The context's lines without its ``positional:`` lines, and the names those give (names
     only: a forged line can only add ``.iloc`` where a name is subscripted by an integer)."""
+    return named_lines(lines, POSITIONAL_LINE)
+
+
+def numeric_frames(lines: list[str]) -> tuple[list[str], set[str]]:
+    """The context's lines without its ``numeric_only:`` lines, and the frames those name
+    (names only: a forged line can only add ``numeric_only=True`` to a reduction's call)."""
+    return named_lines(lines, NUMERIC_ONLY_LINE)
+
+
+def named_lines(lines: list[str], prefix: str) -> tuple[list[str], set[str]]:
+    """The context's lines without those that start with ``prefix`` (followed by a JSON
+    string), and the names of Python those give; any other is dropped."""
     kept, names = [], set()
     for line in lines:
-        if not line.startswith(POSITIONAL_LINE):
+        if not line.startswith(prefix):
             kept.append(line)
             continue
         try:
-            name = json.loads(line[len(POSITIONAL_LINE) :])
+            name = json.loads(line[len(prefix) :])
         except (TypeError, ValueError):
             continue
-        if isinstance(name, str) and name.isidentifier():
+        if isinstance(name, str) and name.isidentifier() and not keyword.iskeyword(name):
             names.add(name)
     return kept, names
 
@@ -263,6 +292,60 @@ def by_position(code: str, names: set[str]) -> OwnFix | None:
         lines[line] = (written[:end] + b".iloc" + written[end:]).decode()
     said = ", ".join(f"{old} as {new}" for old, new in made.items())
     return OwnFix("".join(lines), f"wrote {said}, by position (the index holds labels)")
+
+
+def numeric_only(code: str, names: set[str]) -> OwnFix | None:
+    """``code`` with ``numeric_only=True`` passed to each call of a reduction of
+    :data:`NUMERIC_REDUCTIONS` on one of ``names`` (frames with a column that holds no numbers)
+    or on its ``groupby(...)`` that does not pass it: ``titanic.corr()`` raised on the
+    passengers' names where pandas before 2 left them out. None when it has none."""
+    tree = _tree(code) if names else None
+    if tree is None:
+        return None
+    lines = code.splitlines(keepends=True)
+    ends: dict[tuple[int, int], str] = {}
+    made: list[str] = []
+    for node in ast.walk(tree):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in NUMERIC_REDUCTIONS
+            and all(k.arg not in ("numeric_only", None) for k in node.keywords)
+            and node.end_lineno is not None
+            and node.end_col_offset is not None
+        ):
+            continue
+        frame, grouped = node.func.value, False
+        if (
+            isinstance(frame, ast.Call)
+            and isinstance(frame.func, ast.Attribute)
+            and frame.func.attr == "groupby"
+        ):
+            frame, grouped = frame.func.value, True
+        if not (isinstance(frame, ast.Name) and frame.id in names):
+            continue
+        line, end = node.end_lineno - 1, node.end_col_offset - 1  # at the call's ")"
+        written = lines[line].encode()  # ast's columns count UTF-8 bytes
+        if written[end : end + 1] != b")":
+            continue  # a place Python before 3.12 gives inside an f-string, not the call's
+        before = b"".join(part.encode() for part in lines[:line]) + written[:end]
+        bare = before.rstrip().endswith((b"(", b","))
+        ends[(line, end)] = "numeric_only=True" if bare else ", numeric_only=True"
+        made.append(f"{frame.id}{'.groupby(...)' if grouped else ''}.{node.func.attr}()")
+    if not ends:
+        return None
+    for (line, end), text in sorted(ends.items(), reverse=True):
+        written = lines[line].encode()
+        lines[line] = (written[:end] + text.encode() + written[end:]).decode()
+    fixed = "".join(lines)
+    if _tree(fixed) is None:
+        return None
+    shown = ", ".join(dict.fromkeys(made))
+    return OwnFix(
+        fixed,
+        f"passed numeric_only=True to {shown}: since pandas 2 the columns that hold no "
+        "numbers make it raise, where pandas before left them out",
+    )
 
 
 def _integer(node: ast.expr) -> int | None:
@@ -523,10 +606,12 @@ def own_fix(
     pairs: dict[str, str],
     positional: set[str] | None = None,
     named: list[str] | None = None,
+    numeric: set[str] | None = None,
 ) -> OwnFix | None:
     """jupyter-ci's fix of ``code`` that failed with ``ename: evalue`` (``pairs``: the
     respellings the kernel named; ``positional``: the Series it named whose index holds
-    labels; ``named``: the data files the request names); None when it has none."""
+    labels; ``named``: the data files the request names; ``numeric``: the frames it named that
+    have a column of no numbers); None when it has none."""
     if ename == "KeyError" and pairs:
         return respelled(code, pairs)
     if ename == "KeyError" and positional:
@@ -535,9 +620,11 @@ def own_fix(
         return named_file(code, evalue, named)
     if ename == "NameError":
         return with_import(code, evalue)
+    if ename in ("TypeError", "ValueError") and numeric:
+        return numeric_only(code, numeric)
     return None
 
 
 def fixes_itself(ename: object) -> bool:
     """Whether :func:`own_fix` may have a fix for an error of this name."""
-    return ename in ("KeyError", "NameError", "FileNotFoundError")
+    return ename in ("KeyError", "NameError", "FileNotFoundError", "TypeError", "ValueError")
