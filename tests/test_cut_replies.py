@@ -50,11 +50,20 @@ def chunks_through(content: str, marker: str) -> int:
     raise AssertionError("marker beyond the content")
 
 
-def cut_rewrite(times: int | None = None) -> Reply:
+#: The ways a provider ends a reply cleanly before its end, and what the user is told of each:
+#: the body ends with no finish reason and no ``[DONE]``; or the reply reaches its token limit
+#: (``finish_reason`` ``"length"``, and ``[DONE]``), as a local model that rambles on does.
+CUTS = {
+    "clean": ("ended before it was complete", lambda after: Fault.cut_stream(after, graceful=True)),
+    "length": ("reached its length limit", Fault.length),
+}
+
+
+def cut_rewrite(times: int | None = None, cut: str = "clean") -> Reply:
     """The rewrite's reply, its stream ended cleanly right after the rename."""
     content = Reply.code(REWRITE).content or ""
     after = chunks_through(content, CUT_AFTER)
-    return Reply.fail(Fault.cut_stream(after, graceful=True), content=content, times=times)
+    return Reply.fail(CUTS[cut][1](after), content=content, times=times)
 
 
 def precious(folder: Path) -> Path:
@@ -64,12 +73,15 @@ def precious(folder: Path) -> Path:
 
 
 @pytest.mark.asyncio
-async def test_a_cleanly_ended_stream_mid_code_runs_nothing_headless(tmp_path: Path) -> None:
+@pytest.mark.parametrize("cut", sorted(CUTS))
+async def test_a_cleanly_ended_stream_mid_code_runs_nothing_headless(
+    tmp_path: Path, cut: str
+) -> None:
     kept = precious(tmp_path)
     recorder = Recorder()
     workspace = await KernelWorkspace.open(write_notebook(tmp_path / "a.ipynb"))
     try:
-        with ScriptedModelServer([cut_rewrite(times=None)]) as server:
+        with ScriptedModelServer([cut_rewrite(times=None, cut=cut)]) as server:
             outcome = await run_loop(workspace, server, "upper-case the file", recorder=recorder)
         cells = await workspace.read_cells()
     finally:
@@ -78,6 +90,7 @@ async def test_a_cleanly_ended_stream_mid_code_runs_nothing_headless(tmp_path: P
     assert (outcome.state, outcome.reason) == (RunState.FAILED, "model_error")
     assert isinstance(outcome.error, ModelError)
     assert outcome.error.kind == "bad_reply"
+    assert CUTS[cut][0] in str(outcome.error)
     assert recorder.of("execution_started") == []
     [cell] = cells
     assert cell.source.splitlines()[0] == UNFINISHED_NOTE
@@ -142,10 +155,30 @@ async def test_a_closed_block_is_complete_without_a_finish_reason(tmp_path: Path
     assert [cell.source for cell in cells] == ["answer = 6 * 7\nprint(answer)"]
 
 
-def test_jupyter_ci_run_leaves_a_cleanly_cut_cell_unrun(tmp_path: Path) -> None:
+@pytest.mark.asyncio
+async def test_a_closed_block_before_the_length_limit_is_whole(tmp_path: Path) -> None:
+    """The limit came in the prose after the closing fence: the code is whole and runs."""
+    content = (Reply.code("answer = 6 * 7\nprint(answer)").content or "") + "\n\nThis prints"
+    whole = 1 + len(split_tokens(content)) - 2
+    script = [Reply.fail(Fault.length(whole), content=content), Reply.text("It is 42.")]
+    workspace = await KernelWorkspace.open(write_notebook(tmp_path / "a.ipynb"))
+    try:
+        with ScriptedModelServer(script) as server:
+            outcome = await run_loop(workspace, server, "compute")
+            assert server.chat_requests[0].outcome == "fault:length"
+        cells = await workspace.read_cells()
+    finally:
+        await workspace.close()
+    assert outcome.state is RunState.DONE, outcome.error
+    assert [cell.source for cell in cells] == ["answer = 6 * 7\nprint(answer)"]
+    assert "".join(o.get("text", "") for o in cells[0].outputs) == "42\n"
+
+
+@pytest.mark.parametrize("cut", sorted(CUTS))
+def test_jupyter_ci_run_leaves_a_cleanly_cut_cell_unrun(tmp_path: Path, cut: str) -> None:
     kept = precious(tmp_path)
     path = write_notebook(tmp_path / "a.ipynb", ["x = 1"])
-    with ScriptedModelServer([cut_rewrite(times=None)]) as server:
+    with ScriptedModelServer([cut_rewrite(times=None, cut=cut)]) as server:
         result = ci_run(
             str(path),
             "upper-case the file",
@@ -157,7 +190,7 @@ def test_jupyter_ci_run_leaves_a_cleanly_cut_cell_unrun(tmp_path: Path) -> None:
         )
     assert result.returncode == 1, result.stderr
     assert kept.read_text() == "keep me"
-    assert "ended before it was complete" in result.stderr
+    assert CUTS[cut][0] in result.stderr
     assert "failed (model error)" in result.stderr
     notebook = nbformat.read(str(path), as_version=4)
     assert notebook.cells[0].source == "x = 1"
@@ -166,9 +199,10 @@ def test_jupyter_ci_run_leaves_a_cleanly_cut_cell_unrun(tmp_path: Path) -> None:
     assert cell.outputs == []
 
 
-def test_ci_in_the_kernel_leaves_a_cleanly_cut_cell_unrun(tmp_path: Path) -> None:
+@pytest.mark.parametrize("cut", sorted(CUTS))
+def test_ci_in_the_kernel_leaves_a_cleanly_cut_cell_unrun(tmp_path: Path, cut: str) -> None:
     kept = precious(tmp_path)
-    with ScriptedModelServer([cut_rewrite(times=None)]) as server:
+    with ScriptedModelServer([cut_rewrite(times=None, cut=cut)]) as server:
         setup = f"%load_ext jupyter_ci\n%ci --model openai/scripted --api-base {server.base_url}"
         notebook = nbformat.v4.new_notebook()
         notebook.cells = [
@@ -188,7 +222,7 @@ def test_ci_in_the_kernel_leaves_a_cleanly_cut_cell_unrun(tmp_path: Path) -> Non
         output.get("text", "") or str(output.get("data", {}).get("text/plain", ""))
         for output in notebook.cells[1].outputs
     )
-    assert "ended before it was complete" in text
+    assert CUTS[cut][0] in text
     assert "failed (model error)" in text
     assert not (tmp_path / "precious.tmp").exists()
 

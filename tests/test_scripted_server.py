@@ -299,6 +299,24 @@ def test_openai_graceful_cut_stream_ends_without_finish_reason(
     assert all(c.choices[0].finish_reason is None for c in chunks)
 
 
+@pytest.mark.parametrize("stream", [True, False])
+def test_openai_length_fault_ends_part_of_the_reply_at_its_limit(
+    srv: ScriptedModelServer, oai: openai.OpenAI, stream: bool
+) -> None:
+    srv.set_script([Reply.text("one two three", fault=Fault.length(3))])
+    if stream:
+        chunks = list(oai.chat.completions.create(model="scripted", messages=USER, stream=True))
+        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        reasons = [c.choices[0].finish_reason for c in chunks if c.choices]
+        assert reasons[-1] == "length"
+    else:
+        reply = oai.chat.completions.create(model="scripted", messages=USER)
+        text = reply.choices[0].message.content or ""
+        assert reply.choices[0].finish_reason == "length"
+    assert text == "one two "
+    assert srv.last_request.outcome == "fault:length"
+
+
 def test_openai_cut_non_streaming_is_connection_error(
     srv: ScriptedModelServer, oai: openai.OpenAI
 ) -> None:

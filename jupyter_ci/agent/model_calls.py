@@ -49,15 +49,22 @@ def code_of(reply: ModelReply) -> str | None:
     return extract_code(reply.text).code
 
 
+#: The finish reasons with which a provider says it cut the reply short: at the tokens it may
+#: reply with (``max_tokens``, a server's default) or at the end of its context window (a small
+#: local model that rambles on fills llama.cpp's).
+CUT_SHORT = frozenset({"length"})
+
+
 def reply_is_complete(reply: ModelReply) -> bool:
     """Whether a reply came whole: the provider's own finish reason came on the wire, or, when
-    none did, the reply shows its own end (its code block closed, or its tool calls' arguments
-    complete JSON).
+    none did or it says the reply was cut short (:data:`CUT_SHORT`), the reply shows its own end
+    (its code block closed, or its tool calls' arguments complete JSON).
 
     A provider may end the body cleanly in the middle of a reply (no finish reason, no
-    ``[DONE]``): code cut short must never run, and prose cut short is not an answer.
+    ``[DONE]``), or end it at its token limit: code cut short must never run, and prose cut
+    short is not an answer.
     """
-    if reply.finish_reason:
+    if reply.finish_reason and reply.finish_reason not in CUT_SHORT:
         return True
     if reply.tool_calls:
         return all(_complete_json(call.arguments) for call in reply.tool_calls)
@@ -196,6 +203,17 @@ class ModelCalls:
             raise
         finally:
             self._task = None
+        if not reply_is_complete(reply) and reply.finish_reason in CUT_SHORT:
+            raise ModelError(
+                "bad_reply",
+                "The model's reply reached its length limit before it was complete; none of "
+                "it was run.",
+                hint=(
+                    "Try again, or ask for less at once. A local model that writes on and on "
+                    "fills its context window: raise it (llama.cpp --ctx-size, Ollama num_ctx) "
+                    "or pick a larger model."
+                ),
+            )
         if not reply_is_complete(reply):
             raise ModelError("bad_reply", "The model's reply stream ended before it was complete.")
         return reply

@@ -20,6 +20,7 @@ import socket
 import sys
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -263,6 +264,15 @@ class ScriptedHandler(BaseHTTPRequestHandler):
             self._send_json(record, status, fmt.error_body(message, error_type, fault.code))
         elif kind == "cut_stream":
             self._cut(record, shapes, reply, fault, stream=stream, include_usage=include_usage)
+        elif kind == "length":
+            # The part of the reply the chunks carry, ended as a whole reply is.
+            pieces = fmt.split_tokens(reply.content or "")[: max(fault.after_chunks - 1, 0)]
+            cut = replace(reply, content="".join(pieces), tool_calls=())
+            shapes = fmt.CompletionShapes(shapes.request_index, shapes.model, shapes.messages, cut)
+            if stream:
+                self._stream_reply(record, shapes, cut, include_usage)
+            else:
+                self._send_json(record, 200, shapes.completion())
         elif kind == "malformed_json":
             self._malformed(record, shapes, reply, stream=stream, include_usage=include_usage)
         elif kind == "empty_stream":

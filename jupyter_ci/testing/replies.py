@@ -18,6 +18,7 @@ FaultKind = Literal[
     "server_error",
     "http_error",
     "cut_stream",
+    "length",
     "malformed_json",
     "empty_stream",
     "never_ending",
@@ -42,6 +43,8 @@ class Fault:
     - :meth:`server_error` -- HTTP 500.
     - :meth:`http_error` -- any other status with an OpenAI-style error body.
     - :meth:`cut_stream` -- some chunks, then the connection closes without ``[DONE]``.
+    - :meth:`length` -- some chunks, then the provider's own end for a reply that reached its
+      token limit: ``finish_reason`` ``"length"`` and ``[DONE]``.
     - :meth:`malformed_json` -- HTTP 200 with a body (or SSE chunk) that is not valid JSON.
     - :meth:`empty_stream` -- HTTP 200 and an empty body: no chunks, no ``[DONE]``.
     - :meth:`never_ending` -- a reply that keeps coming until the client hangs up.
@@ -97,6 +100,14 @@ class Fault:
         of its JSON body and then the socket closes.
         """
         return cls("cut_stream", after_chunks=after_chunks, graceful=graceful)
+
+    @classmethod
+    def length(cls, after_chunks: int = 2) -> Fault:
+        """Send ``after_chunks`` chunks of the reply (the first is the role chunk), then end it
+        as a provider ends a reply that reached the tokens it may have (``max_tokens``, or the
+        end of llama.cpp's context window): ``finish_reason`` ``"length"``, usage, ``[DONE]``.
+        A non-streaming request gets the same part of the reply, with that finish reason."""
+        return cls("length", after_chunks=after_chunks)
 
     @classmethod
     def malformed_json(cls) -> Fault:
@@ -352,7 +363,10 @@ class Reply:
 
     @property
     def finish_reason(self) -> str:
-        """``"tool_calls"`` when the reply calls tools, else ``"stop"``."""
+        """``"length"`` for a reply cut at its token limit (:meth:`Fault.length`), else
+        ``"tool_calls"`` when the reply calls tools, else ``"stop"``."""
+        if self.fault is not None and self.fault.kind == "length":
+            return "length"
         return "tool_calls" if self.tool_calls else "stop"
 
     @classmethod
