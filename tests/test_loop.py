@@ -350,6 +350,7 @@ async def test_kernel_death_ends_the_run_without_replay(workspace: KernelWorkspa
         (Fault.rate_limit(0.01), "rate_limit"),
         (Fault.server_error(), "provider"),
         (Fault.cut_stream(2), "bad_reply"),
+        (Fault.length(3), "bad_reply"),
         (Fault.malformed_json(), "bad_reply"),
         (Fault.empty_stream(), "empty_reply"),
     ],

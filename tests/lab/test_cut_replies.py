@@ -16,22 +16,24 @@ from jupyter_ci.server.app import JupyterCIServer
 from jupyter_ci.testing import Fault, Reply, ScriptedModelServer
 from jupyter_ci.testing.lab_tab import ScriptedTab, code_cell
 
-from ..test_cut_replies import HUGE_CODE, cut_rewrite, precious
+from ..test_cut_replies import CUTS, HUGE_CODE, cut_rewrite, precious
 from .support import finished, start_request
 
 TabFactory = Callable[..., ScriptedTab]
 KernelStarter = Callable[[], Awaitable[str]]
 
 
+@pytest.mark.parametrize("cut", sorted(CUTS))
 async def test_a_cleanly_ended_stream_mid_code_runs_nothing_in_lab(
     app: JupyterCIServer,
     model_server: ScriptedModelServer,
     start_kernel: KernelStarter,
     tab_factory: TabFactory,
     jp_root_dir: Path,
+    cut: str,
 ) -> None:
     kept = precious(jp_root_dir)
-    model_server.set_script([cut_rewrite(times=None)])
+    model_server.set_script([cut_rewrite(times=None, cut=cut)])
     kernel_id = await start_kernel()
     tab = tab_factory()
     tab.open_notebook("a.ipynb", kernel_id, [code_cell("x = 1", "c0")])
@@ -39,7 +41,7 @@ async def test_a_cleanly_ended_stream_mid_code_runs_nothing_in_lab(
     reply = await tab.request(start_request("a.ipynb", kernel_id, "upper-case the file"))
     end = await tab.wait_for_event(finished, reply["run_id"], timeout=120)
     assert (end["state"], end["reason"]) == ("failed", "model_error"), end
-    assert "ended before it was complete" in end["error"]["message"]
+    assert CUTS[cut][0] in end["error"]["message"]
     assert kept.read_text() == "keep me"
     events = tab.events(reply["run_id"])
     assert not [e for e in events if e["type"] == "execution_started"]
