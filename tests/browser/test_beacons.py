@@ -19,7 +19,7 @@ import pytest
 
 from jupyter_ci.testing import Reply, ScriptedModelServer
 
-from .chat import PANEL, ask, by_testid, open_chat, set_theme, wait_run_state
+from .chat import PANEL, ask, by_testid, open_chat, runs, set_theme, wait_run_state
 from .lab import Lab, screenshot
 from .notebooks import TERMINAL as NB_TERMINAL
 from .notebooks import (
@@ -129,7 +129,9 @@ def test_model_text_fetches_nothing_anywhere(
 
     # The panel: the %%ci run's answer, then a request of the panel's.
     open_chat(page)
+    before = len(runs(page).all())  # the %%ci run's block may be there: wait for the panel's own
     ask(page, "and now?")
+    wait_until(lambda: len(runs(page).all()) == before + 1, 30, "the panel's run")
     assert wait_run_state(page, ("done", "failed", "stopped")) == "done"
     assistant = page.locator(f"{PANEL} [data-role='assistant']").last
     # The whole reply is rendered once the image whose definition ends it shows as a link.
