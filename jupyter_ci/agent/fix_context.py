@@ -223,20 +223,9 @@ def parameters(ns, code, keyword):
             continue
         if bound and inspect.isfunction(value) and listed:
             listed = listed[1:]
-        shown, star = [], False
-        for parameter in listed:
-            if parameter.kind is parameter.VAR_POSITIONAL:
-                shown.append("*" + parameter.name)
-                star = True
-            elif parameter.kind is parameter.VAR_KEYWORD:
-                shown.append("**" + parameter.name)
-            elif parameter.kind is parameter.POSITIONAL_ONLY:
-                shown.append(parameter.name)
-            else:
-                if parameter.kind is parameter.KEYWORD_ONLY and not star:
-                    shown.append("*")
-                    star = True
-                shown.append(parameter.name)
+        # Signature's own writing of the list (``*``, ``/``, ``*args``), without defaults.
+        bare = [p.replace(default=p.empty, annotation=p.empty) for p in listed]
+        shown = str(inspect.Signature(bare))[1:-1]
         found[name] = (shown, [p.name for p in listed])
     return list(found.items())[:5]
 
@@ -307,12 +296,9 @@ def context(ns, ename, evalue, code):
             if gaps:
                 lines.append(f"{name}'s columns with missing values: {quoted(gaps)}")
                 lines.append("advice: missing_values")
-    elif ename == "TypeError" and unknown_keyword(evalue):
-        keyword = unknown_keyword(evalue)
+    elif ename == "TypeError" and (keyword := unknown_keyword(evalue)):
         for name, (shown, names) in parameters(ns, code, keyword):
-            lines.append(
-                f"{name} takes the parameters ({', '.join(shown)}): none is named {keyword!r}"
-            )
+            lines.append(f"{name} takes the parameters ({shown}): none is named {keyword!r}")
             near = closest(keyword, names)
             if near:
                 lines.append(f"closest to {keyword!r} among {name}'s parameters: {quoted(near)}")
