@@ -203,7 +203,9 @@ class ModelCalls:
             raise
         finally:
             self._task = None
-        if not reply_is_complete(reply) and reply.finish_reason in CUT_SHORT:
+        if reply_is_complete(reply):
+            return reply
+        if reply.finish_reason in CUT_SHORT:
             raise ModelError(
                 "bad_reply",
                 "The model's reply reached its length limit before it was complete; none of "
@@ -214,9 +216,7 @@ class ModelCalls:
                     "or pick a larger model."
                 ),
             )
-        if not reply_is_complete(reply):
-            raise ModelError("bad_reply", "The model's reply stream ended before it was complete.")
-        return reply
+        raise ModelError("bad_reply", "The model's reply stream ended before it was complete.")
 
     def _next_seed(self) -> int | None:
         """The next request's seed: ``seed`` plus the requests the run sent before it (None
